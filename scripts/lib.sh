@@ -1,0 +1,56 @@
+# Shared settings for the project's scripts. Source it; do not run it.
+#
+# Every setting can be overridden from the environment:
+#   WALFILL_PG_HOME   where the private cluster lives (data, socket, logs, archive)
+#   WALFILL_PG_PORT   its TCP port (default 54329, loopback only)
+#   WALFILL_PG_SEGSIZE  WAL segment size in MiB given to initdb (default 16)
+
+set -euo pipefail
+
+WALFILL_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+WALFILL_PG_HOME="${WALFILL_PG_HOME:-$WALFILL_ROOT/.pg}"
+WALFILL_PG_PORT="${WALFILL_PG_PORT:-54329}"
+WALFILL_PG_SEGSIZE="${WALFILL_PG_SEGSIZE:-16}"
+WALFILL_PG_DATA="$WALFILL_PG_HOME/data"
+WALFILL_PG_SOCKET="$WALFILL_PG_HOME/socket"
+WALFILL_PG_ARCHIVE="$WALFILL_PG_HOME/archive"
+WALFILL_PG_LOG="$WALFILL_PG_HOME/server.log"
+# The superuser the scripts and tests use over TCP, with password authentication.
+WALFILL_PG_SUPERUSER="${WALFILL_PG_SUPERUSER:-walfill_admin}"
+WALFILL_PG_PASSWORD="${WALFILL_PG_PASSWORD:-walfill}"
+
+log() { printf '%s %s\n' "[$(basename "$0")]" "$*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+# The directory holding initdb, pg_ctl, postgres, pg_waldump, pg_recvlogical.
+pg_bindir() {
+  local dir
+  for dir in "${WALFILL_PG_BINDIR:-}" /usr/lib/postgresql/15/bin; do
+    if [ -n "$dir" ] && [ -x "$dir/postgres" ]; then
+      echo "$dir"
+      return 0
+    fi
+  done
+  return 1
+}
+
+# PostgreSQL refuses to run as root: run server-side commands as the `postgres`
+# system user in that case (the Debian package creates it).
+as_pg_owner() {
+  if [ "$(id -u)" = 0 ]; then
+    runuser -u postgres -- "$@"
+  else
+    "$@"
+  fi
+}
+
+# The URL of the private cluster's superuser for a database (default `postgres`).
+pg_url() {
+  echo "postgresql://$WALFILL_PG_SUPERUSER:$WALFILL_PG_PASSWORD@127.0.0.1:$WALFILL_PG_PORT/${1:-postgres}"
+}
+
+# psql against the private cluster as the superuser.
+pg_psql() {
+  PGPASSWORD="$WALFILL_PG_PASSWORD" psql -X -v ON_ERROR_STOP=1 -q \
+    -h 127.0.0.1 -p "$WALFILL_PG_PORT" -U "$WALFILL_PG_SUPERUSER" "$@"
+}

@@ -1,0 +1,101 @@
+//! The boundary: a logical slot created with an exported snapshot.
+//!
+//! `CREATE_REPLICATION_SLOT ... LOGICAL pgoutput EXPORT_SNAPSHOT` returns the
+//! slot's *consistent point* and the name of a snapshot that sees exactly the
+//! transactions that committed before it. Rows read in that snapshot are the
+//! table as of the boundary; the slot streams every transaction that commits
+//! from the boundary on. The snapshot stays importable only while the
+//! replication connection that exported it stays idle, so [`Boundary`] owns
+//! that connection until the copy is done and the stream starts on it.
+
+use pg_walstream::{PgReplicationConnection, ReplicationSlotOptions, SlotType};
+use walfill_replay::Lsn;
+
+use crate::error::SnapshotError;
+
+/// A replication connection to the source (`replication=database`).
+pub struct ReplicationConnection {
+    pub(crate) inner: PgReplicationConnection,
+}
+
+impl ReplicationConnection {
+    /// Connects without retrying: a wrong password or address fails at once.
+    pub fn connect(replication_url: &str) -> Result<ReplicationConnection, SnapshotError> {
+        let inner = PgReplicationConnection::connect(replication_url).map_err(|e| {
+            SnapshotError::replication("connecting to the source for replication", e)
+        })?;
+        Ok(ReplicationConnection { inner })
+    }
+
+    /// Drops a replication slot; a missing slot is not an error.
+    pub fn drop_slot(&mut self, slot: &str) -> Result<(), SnapshotError> {
+        match self.inner.drop_replication_slot(slot, false) {
+            Ok(()) => Ok(()),
+            Err(e) if e.to_string().contains("42704") => Ok(()),
+            Err(e) => Err(SnapshotError::replication(
+                format!("dropping replication slot {slot}"),
+                e,
+            )),
+        }
+    }
+}
+
+/// A freshly created slot with its exported snapshot.
+pub struct Boundary {
+    /// The slot's name.
+    pub slot: String,
+    /// The consistent point: rows in the snapshot are versioned at this LSN and
+    /// the slot streams transactions committing from here on.
+    pub lsn: Lsn,
+    /// The exported snapshot, for `SET TRANSACTION SNAPSHOT`.
+    pub snapshot: String,
+    /// The connection that exported it; keep it idle while the snapshot is used.
+    pub connection: ReplicationConnection,
+}
+
+impl Boundary {
+    /// Creates slot `slot` (pgoutput) with an exported snapshot.
+    ///
+    /// A `temporary` slot is dropped by the server when the connection closes;
+    /// walfill uses one to get a fresh snapshot when resuming a copy whose
+    /// original snapshot is gone. This waits for transactions running on the
+    /// source to finish, as PostgreSQL must before a slot is consistent.
+    pub fn create(
+        replication_url: &str,
+        slot: &str,
+        temporary: bool,
+    ) -> Result<Boundary, SnapshotError> {
+        let mut connection = ReplicationConnection::connect(replication_url)?;
+        let options = ReplicationSlotOptions {
+            temporary,
+            snapshot: Some("export".into()),
+            ..Default::default()
+        };
+        let result = connection
+            .inner
+            .create_replication_slot_with_options(
+                slot,
+                SlotType::Logical,
+                Some("pgoutput"),
+                &options,
+            )
+            .map_err(|e| {
+                SnapshotError::replication(format!("creating replication slot {slot}"), e)
+            })?;
+        let lsn_text = result.get_value(0, 1).unwrap_or_default();
+        let lsn = lsn_text.parse().map_err(|_| {
+            SnapshotError::Protocol(format!(
+                "CREATE_REPLICATION_SLOT returned {lsn_text:?} as consistent point"
+            ))
+        })?;
+        let snapshot = result.get_value(0, 2).ok_or_else(|| {
+            SnapshotError::Protocol("CREATE_REPLICATION_SLOT exported no snapshot".into())
+        })?;
+        Ok(Boundary {
+            slot: slot.to_string(),
+            lsn,
+            snapshot,
+            connection,
+        })
+    }
+}

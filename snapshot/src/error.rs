@@ -1,0 +1,66 @@
+//! Errors of snapshot and stream work against the source database.
+
+use crate::sql::describe_pg_error;
+
+/// Something went wrong reading the source.
+#[derive(Debug, thiserror::Error)]
+pub enum SnapshotError {
+    /// A query on an ordinary connection failed.
+    #[error("{context}: {}", describe_pg_error(.source))]
+    Query {
+        /// What walfill was doing.
+        context: String,
+        /// The client error.
+        source: tokio_postgres::Error,
+    },
+    /// The replication connection failed.
+    #[error("{context}: {source}")]
+    Replication {
+        /// What walfill was doing.
+        context: String,
+        /// The replication error.
+        source: pg_walstream::ReplicationError,
+    },
+    /// The source table cannot be backfilled as it is.
+    #[error("source table {table} {problem}; fix: {fix}")]
+    Unusable {
+        /// `schema.table`.
+        table: String,
+        /// What is wrong.
+        problem: String,
+        /// What the operator can do.
+        fix: String,
+    },
+    /// The replication stream sent something walfill cannot follow.
+    #[error("replication stream: {0}")]
+    Protocol(String),
+}
+
+impl SnapshotError {
+    /// A failed query, with what walfill was doing.
+    pub fn query(context: impl Into<String>, source: tokio_postgres::Error) -> Self {
+        SnapshotError::Query {
+            context: context.into(),
+            source,
+        }
+    }
+
+    /// A failed replication command, with what walfill was doing.
+    pub fn replication(context: impl Into<String>, source: pg_walstream::ReplicationError) -> Self {
+        SnapshotError::Replication {
+            context: context.into(),
+            source,
+        }
+    }
+
+    /// Whether retrying later may succeed (a network blip, a busy slot).
+    pub fn is_transient(&self) -> bool {
+        match self {
+            SnapshotError::Query { source, .. } => {
+                source.is_closed() || source.as_db_error().is_none()
+            }
+            SnapshotError::Replication { source, .. } => source.is_transient(),
+            SnapshotError::Unusable { .. } | SnapshotError::Protocol(_) => false,
+        }
+    }
+}

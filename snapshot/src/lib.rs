@@ -1,0 +1,22 @@
+//! Boundary-LSN snapshots of PostgreSQL tables and the live stream after them.
+//!
+//! - [`boundary`]: a logical slot created with an exported snapshot; its
+//!   consistent point is the boundary LSN every copied row is versioned at.
+//! - [`table`]: the source table's catalog: columns, identity, estimate.
+//! - [`copy`]: keyset-ordered chunks read inside the snapshot, never OFFSET.
+//! - [`live`]: the slot's stream of committed transactions after the boundary.
+//!
+//! The crate knows nothing of targets or destinations: it reads the source.
+
+pub mod boundary;
+pub mod copy;
+pub mod error;
+pub mod live;
+pub mod sql;
+pub mod table;
+
+pub use boundary::{Boundary, ReplicationConnection};
+pub use copy::{ChunkRead, KeysetChunk};
+pub use error::SnapshotError;
+pub use live::{LiveStream, StreamEvent};
+pub use table::{ReplicaIdentity, SourceTable, TableColumn};

@@ -1,0 +1,251 @@
+//! What walfill needs to know about a source table, read from its catalog.
+
+use tokio_postgres::GenericClient;
+
+use crate::error::SnapshotError;
+use crate::sql::quote_ident;
+
+/// A column of the source table.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TableColumn {
+    /// Attribute number.
+    pub attnum: i16,
+    /// Column name.
+    pub name: String,
+    /// The type as SQL spells it (`format_type`), e.g. `character varying(20)`.
+    pub sql_type: String,
+    /// Type OID.
+    pub type_oid: u32,
+    /// `attlen`: -1 for varlena types, which can be TOASTed.
+    pub len: i16,
+    /// `attstorage`: `p` plain, `e` external, `m` main, `x` extended.
+    pub storage: char,
+    /// The expression of a stored generated column (not replicated by
+    /// PostgreSQL 15's logical decoding, so walfill recomputes it).
+    pub generated: Option<String>,
+}
+
+impl TableColumn {
+    /// Whether values can be stored out of line, and so arrive from logical
+    /// decoding as "unchanged TOAST" when an update leaves them alone.
+    pub fn toastable(&self) -> bool {
+        self.len == -1 && self.storage != 'p'
+    }
+}
+
+/// `pg_class.relreplident`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReplicaIdentity {
+    /// `d`: the primary key.
+    Default,
+    /// `i`: a chosen unique index.
+    Index,
+    /// `f`: the whole old row.
+    Full,
+    /// `n`: nothing; updates and deletes cannot be replicated.
+    Nothing,
+}
+
+/// A source table as walfill sees it.
+#[derive(Clone, Debug)]
+pub struct SourceTable {
+    /// Schema.
+    pub schema: String,
+    /// Name.
+    pub name: String,
+    /// `pg_class.oid`.
+    pub oid: u32,
+    /// Columns in attribute order, dropped ones left out.
+    pub columns: Vec<TableColumn>,
+    /// Replica identity setting.
+    pub replica_identity: ReplicaIdentity,
+    /// Columns that identify a row in updates and deletes (primary key or
+    /// replica identity index), or a unique key under `REPLICA IDENTITY FULL`.
+    pub key: Vec<String>,
+    /// The planner's row estimate (`reltuples`; -1 if never analyzed).
+    pub estimated_rows: i64,
+}
+
+impl SourceTable {
+    /// Reads the table's catalog entries. Errors name the table and, for a
+    /// table walfill cannot use, the statement that fixes it.
+    pub async fn describe(
+        client: &impl GenericClient,
+        schema: &str,
+        name: &str,
+    ) -> Result<SourceTable, SnapshotError> {
+        let qualified = format!("{schema}.{name}");
+        let row = client
+            .query_opt(
+                "SELECT c.oid, c.relkind::text, c.relreplident::text, c.reltuples::float8,
+                        c.relpersistence::text
+                   FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+                  WHERE n.nspname = $1 AND c.relname = $2",
+                &[&schema, &name],
+            )
+            .await
+            .map_err(|e| SnapshotError::query("reading the source table's catalog", e))?
+            .ok_or_else(|| SnapshotError::Unusable {
+                table: qualified.clone(),
+                problem: "does not exist in the source database".into(),
+                fix: "check `source` in the target's configuration (schema.table)".into(),
+            })?;
+        let oid: u32 = row.get(0);
+        let relkind: String = row.get(1);
+        let replident: String = row.get(2);
+        let reltuples: f64 = row.get(3);
+        let persistence: String = row.get(4);
+        if relkind != "r" {
+            let what = match relkind.as_str() {
+                "p" => "a partitioned table (name one of its partitions)",
+                "v" => "a view",
+                "m" => "a materialized view",
+                "f" => "a foreign table",
+                _ => "not an ordinary table",
+            };
+            return Err(SnapshotError::Unusable {
+                table: qualified,
+                problem: format!("is {what}"),
+                fix: "point the target at an ordinary table".into(),
+            });
+        }
+        if persistence != "p" {
+            return Err(SnapshotError::Unusable {
+                table: qualified.clone(),
+                problem: "is unlogged or temporary, so its changes are not in the WAL".into(),
+                fix: format!("ALTER TABLE {} SET LOGGED", quote_qualified(schema, name)),
+            });
+        }
+
+        let columns = client
+            .query(
+                "SELECT a.attnum, a.attname::text, format_type(a.atttypid, a.atttypmod),
+                        a.atttypid, a.attlen, a.attstorage::text,
+                        CASE WHEN a.attgenerated <> '' THEN pg_get_expr(d.adbin, d.adrelid) END
+                   FROM pg_attribute a
+                   LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+                  WHERE a.attrelid = $1 AND a.attnum > 0 AND NOT a.attisdropped
+                  ORDER BY a.attnum",
+                &[&oid],
+            )
+            .await
+            .map_err(|e| SnapshotError::query("reading the source table's columns", e))?
+            .into_iter()
+            .map(|r| TableColumn {
+                attnum: r.get(0),
+                name: r.get(1),
+                sql_type: r.get(2),
+                type_oid: r.get(3),
+                len: r.get(4),
+                storage: r.get::<_, String>(5).chars().next().unwrap_or('p'),
+                generated: r.get(6),
+            })
+            .collect();
+
+        let indexes = client
+            .query(
+                "SELECT i.indisprimary, i.indisreplident,
+                        bool_and(a.attnotnull),
+                        array_agg(a.attname::text ORDER BY k.ord)
+                   FROM pg_index i
+                   CROSS JOIN LATERAL unnest(i.indkey::int2[]) WITH ORDINALITY AS k(attnum, ord)
+                   JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k.attnum
+                  WHERE i.indrelid = $1 AND i.indisunique AND i.indisvalid AND i.indimmediate
+                    AND i.indpred IS NULL AND i.indexprs IS NULL
+                  GROUP BY i.indexrelid, i.indisprimary, i.indisreplident
+                  ORDER BY i.indisprimary DESC, i.indisreplident DESC, i.indexrelid",
+                &[&oid],
+            )
+            .await
+            .map_err(|e| SnapshotError::query("reading the source table's indexes", e))?;
+        let pick = |f: &dyn Fn(bool, bool, bool) -> bool| {
+            indexes
+                .iter()
+                .find(|r| f(r.get(0), r.get(1), r.get(2)))
+                .map(|r| r.get::<_, Vec<String>>(3))
+        };
+
+        let replica_identity = match replident.as_str() {
+            "d" => ReplicaIdentity::Default,
+            "i" => ReplicaIdentity::Index,
+            "f" => ReplicaIdentity::Full,
+            _ => ReplicaIdentity::Nothing,
+        };
+        let quoted = quote_qualified(schema, name);
+        let key = match replica_identity {
+            ReplicaIdentity::Default => {
+                pick(&|primary, _, _| primary).ok_or_else(|| SnapshotError::Unusable {
+                    table: qualified.clone(),
+                    problem: "has no primary key, so its updates and deletes carry no row \
+                              identity"
+                        .into(),
+                    fix: format!(
+                        "add a primary key (ALTER TABLE {quoted} ADD PRIMARY KEY (...)), or \
+                         ALTER TABLE {quoted} REPLICA IDENTITY USING INDEX <unique index>"
+                    ),
+                })?
+            }
+            ReplicaIdentity::Index => {
+                pick(&|_, replident, _| replident).ok_or_else(|| SnapshotError::Unusable {
+                    table: qualified.clone(),
+                    problem: "uses REPLICA IDENTITY USING INDEX but that index is not usable"
+                        .into(),
+                    fix: format!("ALTER TABLE {quoted} REPLICA IDENTITY DEFAULT"),
+                })?
+            }
+            ReplicaIdentity::Full => {
+                pick(&|_, _, not_null| not_null).ok_or_else(|| SnapshotError::Unusable {
+                    table: qualified.clone(),
+                    problem: "has REPLICA IDENTITY FULL but no primary key or unique index \
+                              on NOT NULL columns to order and identify rows by"
+                        .into(),
+                    fix: format!("ALTER TABLE {quoted} ADD PRIMARY KEY (...)"),
+                })?
+            }
+            ReplicaIdentity::Nothing => {
+                return Err(SnapshotError::Unusable {
+                    table: qualified,
+                    problem: "has REPLICA IDENTITY NOTHING, so its updates and deletes are not \
+                              replicated"
+                        .into(),
+                    fix: format!("ALTER TABLE {quoted} REPLICA IDENTITY DEFAULT"),
+                })
+            }
+        };
+
+        Ok(SourceTable {
+            schema: schema.to_string(),
+            name: name.to_string(),
+            oid,
+            columns,
+            replica_identity,
+            key,
+            estimated_rows: reltuples as i64,
+        })
+    }
+
+    /// `"schema"."name"`.
+    pub fn quoted(&self) -> String {
+        quote_qualified(&self.schema, &self.name)
+    }
+
+    /// The columns logical decoding sends and snapshots copy (not generated ones).
+    pub fn replicated_columns(&self) -> impl Iterator<Item = &TableColumn> {
+        self.columns.iter().filter(|c| c.generated.is_none())
+    }
+
+    /// The column called `name`.
+    pub fn column(&self, name: &str) -> Option<&TableColumn> {
+        self.columns.iter().find(|c| c.name == name)
+    }
+}
+
+impl std::fmt::Display for SourceTable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}.{}", self.schema, self.name)
+    }
+}
+
+fn quote_qualified(schema: &str, name: &str) -> String {
+    format!("{}.{}", quote_ident(schema), quote_ident(name))
+}

@@ -1,0 +1,289 @@
+//! The versioned apply: snapshot chunks and change batches into a version's
+//! staging table.
+//!
+//! Both go through the session's work table (shaped like the source table),
+//! so the transform runs in the destination exactly the same way for copied
+//! rows and for streamed changes. See [`crate::plan`] for the SQL.
+
+mod fold;
+
+pub use fold::{ColumnMap, Entry, Fold, Op};
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use futures_util::SinkExt;
+use tokio_postgres::Transaction as DestTransaction;
+use walfill_replay::{Datum, Lsn, Relation, RowChange, Transaction, Version};
+use walfill_snapshot::copy::escape_copy_field;
+use walfill_snapshot::{ChunkRead, KeysetChunk};
+
+use crate::error::{Error, Result};
+use crate::plan::{BatchSql, Plan, WORK_TABLE};
+
+/// Applies history to one version's staging table.
+pub struct Applier {
+    plan: Plan,
+    batch_sql: BatchSql,
+    maps: HashMap<u32, ColumnMap>,
+}
+
+/// What applying a batch did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct BatchOutcome {
+    /// Row changes of the plan's table seen (before folding).
+    pub changes: i64,
+    /// The newest TRUNCATE applied, if any.
+    pub truncated: Option<Version>,
+    /// Updates whose unchanged TOASTed values had no stored row to come from.
+    pub unfilled: i64,
+}
+
+impl Applier {
+    /// An applier for `plan`.
+    pub fn new(plan: Plan) -> Applier {
+        let batch_sql = plan.batch_sql();
+        Applier {
+            plan,
+            batch_sql,
+            maps: HashMap::new(),
+        }
+    }
+
+    /// The plan.
+    pub fn plan(&self) -> &Plan {
+        &self.plan
+    }
+
+    /// Copies one keyset chunk from the source snapshot into the staging
+    /// table, versioned `(boundary, 0)`, inside `dest`'s transaction.
+    pub async fn load_chunk(
+        &self,
+        dest: &DestTransaction<'_>,
+        source: &tokio_postgres::Transaction<'_>,
+        chunk: &KeysetChunk<'_>,
+        boundary: Lsn,
+    ) -> Result<ChunkRead> {
+        let sink = dest
+            .copy_in::<_, Bytes>(&format!(
+                "COPY pg_temp.{WORK_TABLE} ({}) FROM STDIN",
+                self.plan.chunk_copy_columns()
+            ))
+            .await
+            .map_err(|e| Error::destination("starting the chunk's COPY", e))?;
+        let read = chunk.copy_into(source, sink).await?;
+        if read.rows > 0 {
+            for statement in self.plan.chunk_sql(boundary) {
+                dest.execute(statement.as_str(), &[])
+                    .await
+                    .map_err(|e| Error::destination("storing a chunk in the staging table", e))?;
+            }
+        }
+        Ok(read)
+    }
+
+    fn map_for(&mut self, relation: &Arc<Relation>) -> Result<Option<&ColumnMap>> {
+        let source = &self.plan.source;
+        if relation.schema != source.schema || relation.name != source.name {
+            return Ok(None);
+        }
+        let fresh = match self.maps.get(&relation.oid) {
+            Some(map) => !map.is_for(relation),
+            None => true,
+        };
+        if fresh {
+            let map = ColumnMap::new(&self.plan, relation.clone())?;
+            self.maps.insert(relation.oid, map);
+        }
+        Ok(self.maps.get(&relation.oid))
+    }
+
+    /// Applies committed transactions in order inside `dest`'s transaction.
+    /// Changes older than `watermark` (the last TRUNCATE) are ignored.
+    pub async fn apply(
+        &mut self,
+        dest: &DestTransaction<'_>,
+        transactions: &[Transaction],
+        mut watermark: Option<Version>,
+    ) -> Result<BatchOutcome> {
+        let mut outcome = BatchOutcome::default();
+        let mut fold = Fold::default();
+        for txn in transactions {
+            for (i, change) in txn.changes.iter().enumerate() {
+                let version = txn.version_of(i);
+                if let RowChange::Truncate { relations } = change {
+                    let ours = relations.iter().any(|r| {
+                        r.schema == self.plan.source.schema && r.name == self.plan.source.name
+                    });
+                    if ours {
+                        self.flush(dest, &mut fold, watermark, &mut outcome).await?;
+                        dest.execute(
+                            self.plan.truncate_sql().as_str(),
+                            &[&version.commit_lsn.to_string(), &(version.seq as i32)],
+                        )
+                        .await
+                        .map_err(|e| Error::destination("applying a TRUNCATE", e))?;
+                        watermark = Some(version);
+                        outcome.truncated = Some(version);
+                        outcome.changes += 1;
+                    }
+                    continue;
+                }
+                let relation = match change {
+                    RowChange::Insert { relation, .. }
+                    | RowChange::Update { relation, .. }
+                    | RowChange::Delete { relation, .. } => relation,
+                    RowChange::Truncate { .. } => continue,
+                };
+                if let Some(map) = self.map_for(relation)? {
+                    fold.add(map, change, version)?;
+                    outcome.changes += 1;
+                }
+            }
+        }
+        self.flush(dest, &mut fold, watermark, &mut outcome).await?;
+        Ok(outcome)
+    }
+
+    async fn flush(
+        &self,
+        dest: &DestTransaction<'_>,
+        fold: &mut Fold,
+        watermark: Option<Version>,
+        outcome: &mut BatchOutcome,
+    ) -> Result<()> {
+        if fold.is_empty() {
+            return Ok(());
+        }
+        let mut text = String::new();
+        let key_positions: Vec<usize> = self
+            .plan
+            .key
+            .iter()
+            .map(|k| {
+                self.plan
+                    .source
+                    .replicated_columns()
+                    .position(|c| &c.name == k)
+                    .unwrap_or(0)
+            })
+            .collect();
+        let names: Vec<&str> = self
+            .plan
+            .source
+            .replicated_columns()
+            .map(|c| c.name.as_str())
+            .collect();
+        for (key, entry) in fold.drain() {
+            write_entry(&mut text, &names, &key_positions, &key, &entry);
+        }
+        let sink = dest
+            .copy_in::<_, Bytes>(&format!(
+                "COPY pg_temp.{WORK_TABLE} ({}) FROM STDIN",
+                self.plan.work_copy_columns()
+            ))
+            .await
+            .map_err(|e| Error::destination("starting the batch's COPY", e))?;
+        futures_util::pin_mut!(sink);
+        sink.send(Bytes::from(text))
+            .await
+            .map_err(|e| Error::destination("writing a batch to the work table", e))?;
+        sink.as_mut()
+            .finish()
+            .await
+            .map_err(|e| Error::destination("writing a batch to the work table", e))?;
+
+        let context = "applying changes to the staging table";
+        let sql = &self.batch_sql;
+        for statement in sql.pass.iter().chain(sql.fill.iter()) {
+            dest.execute(statement.as_str(), &[])
+                .await
+                .map_err(|e| Error::destination(context, e))?;
+        }
+        if let Some(unfilled) = &sql.unfilled {
+            let count: i64 = dest
+                .query_one(unfilled.as_str(), &[])
+                .await
+                .map_err(|e| Error::destination(context, e))?
+                .get(0);
+            if count > 0 {
+                tracing::warn!(
+                    count,
+                    "updates left TOASTed values unchanged for rows never stored; \
+                     those values read as NULL in the transform"
+                );
+                outcome.unfilled += count;
+            }
+        }
+        let mark = watermark.unwrap_or_default();
+        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 2] =
+            [&mark.commit_lsn.to_string(), &(mark.seq as i32)];
+        for statement in [&sql.upsert, &sql.tombstone] {
+            dest.execute(statement.as_str(), &params)
+                .await
+                .map_err(|e| Error::destination(context, e))?;
+        }
+        dest.execute(&format!("TRUNCATE pg_temp.{WORK_TABLE}"), &[])
+            .await
+            .map_err(|e| Error::destination(context, e))?;
+        Ok(())
+    }
+}
+
+/// One work-table row in COPY text format.
+fn write_entry(
+    out: &mut String,
+    names: &[&str],
+    key_positions: &[usize],
+    key: &[String],
+    entry: &Entry,
+) {
+    let mut unchanged: Vec<&str> = Vec::new();
+    for (i, name) in names.iter().enumerate() {
+        if i > 0 {
+            out.push('\t');
+        }
+        let key_index = key_positions.iter().position(|&p| p == i);
+        match (entry.op == Op::Upsert, entry.values.get(i), key_index) {
+            (_, _, Some(k)) => escape_copy_field(&key[k], out),
+            (true, Some(Datum::Text(t)), None) => escape_copy_field(t, out),
+            (true, Some(Datum::Unchanged), None) => {
+                unchanged.push(name);
+                out.push_str("\\N");
+            }
+            _ => out.push_str("\\N"),
+        }
+    }
+    out.push_str(match entry.op {
+        Op::Upsert => "\tu\t",
+        Op::Delete => "\td\t",
+    });
+    out.push_str(&entry.version.commit_lsn.to_string());
+    out.push('\t');
+    out.push_str(&entry.version.seq.to_string());
+    out.push('\t');
+    if unchanged.is_empty() {
+        out.push_str("\\N");
+    } else {
+        let mut array = String::from("{");
+        for (i, name) in unchanged.iter().enumerate() {
+            if i > 0 {
+                array.push(',');
+            }
+            array.push('"');
+            array.push_str(&name.replace('\\', "\\\\").replace('"', "\\\""));
+            array.push('"');
+        }
+        array.push('}');
+        escape_copy_field(&array, out);
+    }
+    for k in 0..key_positions.len() {
+        out.push('\t');
+        match &entry.fill_key {
+            Some(fill) => escape_copy_field(&fill[k], out),
+            None => out.push_str("\\N"),
+        }
+    }
+    out.push('\n');
+}

@@ -1,0 +1,400 @@
+//! Reading the configuration file and turning it into a [`Config`].
+
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+
+use toml::Spanned;
+
+use super::raw::{RawConfig, RawTarget};
+use super::{BackfillSettings, Config, PgUrl, QualifiedName, Target};
+
+/// PostgreSQL's identifier limit (NAMEDATALEN - 1).
+const MAX_IDENTIFIER: usize = 63;
+
+/// The configuration cannot be used; the message names the file, line and key.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file could not be read.
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The file is not valid TOML or has unknown or missing keys.
+    #[error("config file {path}: {message}")]
+    Syntax {
+        /// The file.
+        path: PathBuf,
+        /// The parser's message, with line and column.
+        message: String,
+    },
+    /// A value is not acceptable.
+    #[error("config file {path}: {message}")]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong, where, and how to fix it.
+        message: String,
+    },
+}
+
+/// Reads and validates the configuration file at `path`.
+///
+/// `WALFILL_SOURCE_URL` and `WALFILL_DESTINATION_URL`, when set, replace the
+/// URLs of the file (so secrets can stay out of it).
+pub fn load(path: &Path) -> Result<Config, ConfigError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    parse(path, &text)
+}
+
+/// Validates configuration text read from `path`.
+pub(crate) fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
+    let raw: RawConfig = toml::from_str(text).map_err(|e| ConfigError::Syntax {
+        path: path.to_path_buf(),
+        message: e.to_string().trim_end().to_string(),
+    })?;
+    let v = Validator { path, text };
+
+    let source = v.url("source.url", &raw.source.url, "WALFILL_SOURCE_URL")?;
+    let destination = match &raw.destination {
+        Some(d) => v.url("destination.url", &d.url, "WALFILL_DESTINATION_URL")?,
+        None => match std::env::var("WALFILL_DESTINATION_URL") {
+            Ok(url) => PgUrl::parse(&url)
+                .map_err(|m| v.invalid(None, &format!("WALFILL_DESTINATION_URL: {m}")))?,
+            Err(_) => source.clone(),
+        },
+    };
+    let archive = raw.archive.as_ref().map(|a| a.url.get_ref().clone());
+
+    let b = &raw.backfill;
+    let publication = match &b.publication {
+        Some(p) => v.identifier("backfill.publication", p)?,
+        None => "walfill".to_string(),
+    };
+    let backfill = BackfillSettings {
+        chunk_rows: v.positive("backfill.chunk_rows", b.chunk_rows, 10_000)?,
+        apply_batch_changes: v.positive(
+            "backfill.apply_batch_changes",
+            b.apply_batch_changes,
+            5_000,
+        )?,
+        swap_max_lag_bytes: b.swap_max_lag_bytes.unwrap_or(16 * 1024 * 1024),
+        publication,
+        swap_lock_timeout_ms: b.swap_lock_timeout_ms.unwrap_or(5_000),
+    };
+
+    let mut targets: Vec<Target> = Vec::new();
+    for raw_target in &raw.targets {
+        let target = v.target(raw_target)?;
+        if targets.iter().any(|t| t.name == target.name) {
+            return Err(v.invalid(
+                Some(raw_target.name.span()),
+                &format!("target name {:?} is used twice", target.name),
+            ));
+        }
+        targets.push(target);
+    }
+
+    Ok(Config {
+        path: path.to_path_buf(),
+        source,
+        destination,
+        archive,
+        backfill,
+        targets,
+    })
+}
+
+struct Validator<'a> {
+    path: &'a Path,
+    text: &'a str,
+}
+
+impl Validator<'_> {
+    fn invalid(&self, span: Option<Range<usize>>, message: &str) -> ConfigError {
+        let message = match span {
+            Some(span) => {
+                let line = self.text[..span.start.min(self.text.len())]
+                    .matches('\n')
+                    .count()
+                    + 1;
+                format!("line {line}: {message}")
+            }
+            None => message.to_string(),
+        };
+        ConfigError::Invalid {
+            path: self.path.to_path_buf(),
+            message,
+        }
+    }
+
+    fn url(&self, key: &str, value: &Spanned<String>, env: &str) -> Result<PgUrl, ConfigError> {
+        if let Ok(url) = std::env::var(env) {
+            return PgUrl::parse(&url).map_err(|m| self.invalid(None, &format!("{env}: {m}")));
+        }
+        PgUrl::parse(value.get_ref())
+            .map_err(|m| self.invalid(Some(value.span()), &format!("{key}: {m}")))
+    }
+
+    fn positive(&self, key: &str, value: Option<u32>, default: u32) -> Result<u32, ConfigError> {
+        match value {
+            Some(0) => Err(self.invalid(None, &format!("{key} must be at least 1"))),
+            Some(v) => Ok(v),
+            None => Ok(default),
+        }
+    }
+
+    /// A lowercase SQL identifier walfill can use unquoted in names it derives.
+    fn identifier(&self, key: &str, value: &Spanned<String>) -> Result<String, ConfigError> {
+        let name = value.get_ref();
+        let ok = !name.is_empty()
+            && name.len() <= MAX_IDENTIFIER
+            && name.starts_with(|c: char| c.is_ascii_lowercase() || c == '_')
+            && name
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+        if !ok {
+            return Err(self.invalid(
+                Some(value.span()),
+                &format!(
+                    "{key} = {name:?} is not usable: use 1 to {MAX_IDENTIFIER} lowercase letters, \
+                     digits and underscores, starting with a letter or underscore"
+                ),
+            ));
+        }
+        Ok(name.clone())
+    }
+
+    fn target(&self, t: &RawTarget) -> Result<Target, ConfigError> {
+        let name = self.identifier("target.name", &t.name)?;
+        let version = t.version.get_ref().clone();
+        if version.is_empty()
+            || !version
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+        {
+            return Err(self.invalid(
+                Some(t.version.span()),
+                &format!(
+                    "target {name:?}: version = {version:?} is not usable: \
+                     use lowercase letters, digits and underscores, like \"v2\""
+                ),
+            ));
+        }
+        let table_len = name.len() + 2 + version.len();
+        if table_len > MAX_IDENTIFIER {
+            return Err(self.invalid(
+                Some(t.version.span()),
+                &format!(
+                    "target {name:?}: the version table {name}__{version} would be {table_len} \
+                     characters long; PostgreSQL allows {MAX_IDENTIFIER}: shorten the name or version"
+                ),
+            ));
+        }
+        let source = parse_qualified(t.source.get_ref()).map_err(|m| {
+            self.invalid(
+                Some(t.source.span()),
+                &format!("target {name:?}: source = {:?}: {m}", t.source.get_ref()),
+            )
+        })?;
+        let schema = match &t.schema {
+            Some(s) => self.identifier("target.schema", s)?,
+            None => "public".to_string(),
+        };
+        if schema == "walfill" {
+            let span = t.schema.as_ref().map(|s| s.span());
+            return Err(self.invalid(
+                span,
+                &format!("target {name:?}: schema \"walfill\" holds walfill's state; pick another"),
+            ));
+        }
+        let key = match &t.key {
+            Some(k) if k.get_ref().is_empty() => {
+                return Err(self.invalid(
+                    Some(k.span()),
+                    &format!("target {name:?}: key is empty; list the key columns or leave it out"),
+                ))
+            }
+            Some(k) => Some(k.get_ref().clone()),
+            None => None,
+        };
+        if t.select.get_ref().trim().is_empty() {
+            return Err(self.invalid(
+                Some(t.select.span()),
+                &format!(
+                    "target {name:?}: select is empty; write a select list such as \"id, name\""
+                ),
+            ));
+        }
+        let filter = t
+            .filter
+            .as_ref()
+            .map(|f| f.get_ref().trim().to_string())
+            .filter(|f| !f.is_empty());
+        Ok(Target {
+            name,
+            source,
+            key,
+            select: t.select.get_ref().trim().to_string(),
+            filter,
+            version,
+            schema,
+        })
+    }
+}
+
+/// Parses `schema.table`, `table` (schema `public`), with optional double quotes.
+pub(crate) fn parse_qualified(text: &str) -> Result<QualifiedName, String> {
+    let mut parts = Vec::new();
+    let mut chars = text.trim().chars().peekable();
+    loop {
+        let mut part = String::new();
+        if chars.peek() == Some(&'"') {
+            chars.next();
+            loop {
+                match chars.next() {
+                    Some('"') if chars.peek() == Some(&'"') => {
+                        chars.next();
+                        part.push('"');
+                    }
+                    Some('"') => break,
+                    Some(c) => part.push(c),
+                    None => return Err("unterminated quoted identifier".into()),
+                }
+            }
+        } else {
+            while let Some(&c) = chars.peek() {
+                if c == '.' {
+                    break;
+                }
+                if !(c.is_alphanumeric() || c == '_' || c == '$') {
+                    return Err(format!(
+                        "unexpected {c:?}; quote names with special characters, like \"My Table\""
+                    ));
+                }
+                part.push(c.to_ascii_lowercase());
+                chars.next();
+            }
+        }
+        if part.is_empty() {
+            return Err("expected schema.table".into());
+        }
+        parts.push(part);
+        match chars.next() {
+            None => break,
+            Some('.') => continue,
+            Some(c) => return Err(format!("unexpected {c:?} after a quoted name")),
+        }
+    }
+    match parts.as_slice() {
+        [name] => Ok(QualifiedName {
+            schema: "public".into(),
+            name: name.clone(),
+        }),
+        [schema, name] => Ok(QualifiedName {
+            schema: schema.clone(),
+            name: name.clone(),
+        }),
+        _ => Err("expected schema.table".into()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+[source]
+url = "postgresql://app:pw@127.0.0.1:5432/shop"
+
+[[target]]
+name = "orders_summary"
+source = "public.orders"
+key = ["id"]
+select = "id, upper(status) AS status"
+where = "status <> 'test'"
+version = "v1"
+schema = "derived"
+"#;
+
+    fn parse_text(text: &str) -> Result<Config, String> {
+        parse(Path::new("walfill.toml"), text).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn reads_a_good_file() {
+        let config = parse_text(GOOD).unwrap();
+        assert_eq!(config.destination, config.source);
+        assert_eq!(config.backfill.chunk_rows, 10_000);
+        let t = config.target("orders_summary").unwrap();
+        assert_eq!(t.source.to_string(), "public.orders");
+        assert_eq!(t.filter.as_deref(), Some("status <> 'test'"));
+        assert_eq!(t.version_table("v1"), "orders_summary__v1");
+        let err = config.target("nope").unwrap_err().to_string();
+        assert!(err.contains("orders_summary"), "{err}");
+    }
+
+    #[test]
+    fn unknown_keys_name_key_and_line() {
+        let text = GOOD.replace("schema = \"derived\"", "schema = \"derived\"\nshcema = 1");
+        let err = parse_text(&text).unwrap_err();
+        assert!(err.contains("shcema"), "{err}");
+        assert!(err.contains("line 13"), "{err}");
+    }
+
+    #[test]
+    fn bad_values_name_key_and_line() {
+        let cases = [
+            (
+                "127.0.0.1:5432/shop\"",
+                "127.0.0.1:5432\"",
+                "line 3",
+                "no database",
+            ),
+            (
+                "version = \"v1\"",
+                "version = \"V 1\"",
+                "line 11",
+                "version",
+            ),
+            ("public.orders", "public.orders.x", "line 7", "schema.table"),
+            (
+                "name = \"orders_summary\"",
+                "name = \"Orders\"",
+                "line 6",
+                "target.name",
+            ),
+            ("postgresql://app", "mysql://app", "line 3", "scheme"),
+        ];
+        for (from, to, line, needle) in cases {
+            let err = parse_text(&GOOD.replace(from, to)).unwrap_err();
+            assert!(err.contains(line) && err.contains(needle), "{to}: {err}");
+        }
+    }
+
+    #[test]
+    fn missing_required_key_is_named() {
+        let err = parse_text(&GOOD.replace("select = \"id, upper(status) AS status\"\n", ""))
+            .unwrap_err();
+        assert!(err.contains("select"), "{err}");
+    }
+
+    #[test]
+    fn parses_qualified_names() {
+        let q = parse_qualified("Orders").unwrap();
+        assert_eq!((q.schema.as_str(), q.name.as_str()), ("public", "orders"));
+        let q = parse_qualified("\"My Schema\".\"Order\"\"s\"").unwrap();
+        assert_eq!(
+            (q.schema.as_str(), q.name.as_str()),
+            ("My Schema", "Order\"s")
+        );
+        assert!(parse_qualified("a.b.c").is_err());
+        assert!(parse_qualified("a b").is_err());
+        assert!(parse_qualified("").is_err());
+    }
+}

@@ -1,0 +1,128 @@
+//! Configuration: what walfill does (sources, targets) and how it runs.
+//!
+//! A TOML file ([`load`]) is read into [`RawConfig`] (plain serde structs that
+//! reject unknown keys), then validated into [`Config`] with typed values
+//! (parsed URLs, identifiers checked against PostgreSQL's limits). Everything
+//! that can be checked without a database is checked here, before anything is
+//! written anywhere.
+
+mod load;
+mod raw;
+mod secret;
+
+use std::fmt;
+use std::path::PathBuf;
+
+use walfill_snapshot::sql::quote_ident;
+
+pub use load::{load, ConfigError};
+pub use secret::PgUrl;
+
+/// A validated configuration.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// The file it was read from, for messages.
+    pub path: PathBuf,
+    /// The database holding the source tables.
+    pub source: PgUrl,
+    /// The database receiving the versions, views and walfill's state.
+    pub destination: PgUrl,
+    /// Where archived WAL and base snapshots live, when configured.
+    pub archive: Option<String>,
+    /// Knobs of the backfill jobs.
+    pub backfill: BackfillSettings,
+    /// The derived tables, in file order.
+    pub targets: Vec<Target>,
+}
+
+impl Config {
+    /// The target called `name`, or an error listing the configured ones.
+    pub fn target(&self, name: &str) -> Result<&Target, ConfigError> {
+        self.targets.iter().find(|t| t.name == name).ok_or_else(|| {
+            let known: Vec<&str> = self.targets.iter().map(|t| t.name.as_str()).collect();
+            ConfigError::Invalid {
+                path: self.path.clone(),
+                message: format!(
+                    "no target named {name:?}; the configured targets are: {}",
+                    if known.is_empty() {
+                        "(none)".to_string()
+                    } else {
+                        known.join(", ")
+                    }
+                ),
+            }
+        })
+    }
+
+    /// The targets named (all of them when `names` is empty).
+    pub fn select_targets(&self, names: &[String]) -> Result<Vec<&Target>, ConfigError> {
+        if names.is_empty() {
+            return Ok(self.targets.iter().collect());
+        }
+        names.iter().map(|n| self.target(n)).collect()
+    }
+}
+
+/// Knobs of backfill and sync jobs (`[backfill]` in the file).
+#[derive(Clone, Debug)]
+pub struct BackfillSettings {
+    /// Rows per snapshot chunk (one destination transaction each).
+    pub chunk_rows: u32,
+    /// Most source changes applied in one destination transaction.
+    pub apply_batch_changes: u32,
+    /// A version is swapped in once its slot is at most this many bytes of WAL
+    /// behind the source.
+    pub swap_max_lag_bytes: u64,
+    /// The publication walfill creates and streams from.
+    pub publication: String,
+    /// How long a view swap waits for readers before it retries.
+    pub swap_lock_timeout_ms: u64,
+}
+
+/// A derived table: a source table passed through a transform.
+#[derive(Clone, Debug)]
+pub struct Target {
+    /// Name of the target; also the name of its view.
+    pub name: String,
+    /// The source table.
+    pub source: QualifiedName,
+    /// Key columns, when given in the file (they must be the source's identity).
+    pub key: Option<Vec<String>>,
+    /// The select list of the transform.
+    pub select: String,
+    /// Optional filter of the transform.
+    pub filter: Option<String>,
+    /// The version the next backfill builds.
+    pub version: String,
+    /// Destination schema of the view and its versions.
+    pub schema: String,
+}
+
+impl Target {
+    /// The staging table of a version: `NAME__VERSION`.
+    pub fn version_table(&self, version: &str) -> String {
+        format!("{}__{}", self.name, version)
+    }
+}
+
+/// A schema-qualified relation name.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct QualifiedName {
+    /// Schema (namespace).
+    pub schema: String,
+    /// Relation name.
+    pub name: String,
+}
+
+impl QualifiedName {
+    /// The name quoted for SQL: `"schema"."name"`.
+    pub fn quoted(&self) -> String {
+        format!("{}.{}", quote_ident(&self.schema), quote_ident(&self.name))
+    }
+}
+
+impl fmt::Display for QualifiedName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{}", self.schema, self.name)
+    }
+}

@@ -1,0 +1,56 @@
+//! The configuration file as written: serde structs that reject unknown keys.
+
+use serde::Deserialize;
+use toml::Spanned;
+
+/// The whole file.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawConfig {
+    pub(super) source: RawDatabase,
+    pub(super) destination: Option<RawDatabase>,
+    pub(super) archive: Option<RawArchive>,
+    #[serde(default)]
+    pub(super) backfill: RawBackfill,
+    #[serde(default, rename = "target")]
+    pub(super) targets: Vec<RawTarget>,
+}
+
+/// `[source]` and `[destination]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawDatabase {
+    pub(super) url: Spanned<String>,
+}
+
+/// `[archive]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawArchive {
+    pub(super) url: Spanned<String>,
+}
+
+/// `[backfill]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawBackfill {
+    pub(super) chunk_rows: Option<u32>,
+    pub(super) apply_batch_changes: Option<u32>,
+    pub(super) swap_max_lag_bytes: Option<u64>,
+    pub(super) publication: Option<Spanned<String>>,
+    pub(super) swap_lock_timeout_ms: Option<u64>,
+}
+
+/// One `[[target]]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawTarget {
+    pub(super) name: Spanned<String>,
+    pub(super) source: Spanned<String>,
+    pub(super) key: Option<Spanned<Vec<String>>>,
+    pub(super) select: Spanned<String>,
+    #[serde(rename = "where")]
+    pub(super) filter: Option<Spanned<String>>,
+    pub(super) version: Spanned<String>,
+    pub(super) schema: Option<Spanned<String>>,
+}

@@ -1,0 +1,145 @@
+//! Connection URLs whose passwords never reach a log line.
+
+use std::fmt;
+use std::str::FromStr;
+
+/// A validated `postgresql://` URL. `Display` and `Debug` hide the password.
+#[derive(Clone, PartialEq, Eq)]
+pub struct PgUrl {
+    url: url::Url,
+}
+
+impl PgUrl {
+    /// Parses and checks a PostgreSQL URL; `PGPASSWORD` fills a missing password.
+    pub fn parse(text: &str) -> Result<PgUrl, String> {
+        let mut url = url::Url::parse(text.trim()).map_err(|e| {
+            format!("{e}; expected a URL like postgresql://user:password@host:5432/database")
+        })?;
+        if !matches!(url.scheme(), "postgresql" | "postgres") {
+            return Err(format!(
+                "unsupported scheme {:?}: use postgresql://user:password@host:5432/database",
+                url.scheme()
+            ));
+        }
+        if url.host_str().is_none_or(str::is_empty) {
+            return Err("the URL names no host: use postgresql://user@host:5432/database".into());
+        }
+        if url.username().is_empty() {
+            return Err("the URL names no user: use postgresql://user@host:5432/database".into());
+        }
+        if url.path().trim_start_matches('/').is_empty() {
+            return Err("the URL names no database: add /database after host:port".into());
+        }
+        if url.password().is_none() {
+            if let Ok(password) = std::env::var("PGPASSWORD") {
+                let _ = url.set_password(Some(&password));
+            }
+        }
+        // Fail now on parameters tokio-postgres would reject later.
+        tokio_postgres::Config::from_str(url.as_str()).map_err(|e| e.to_string())?;
+        Ok(PgUrl { url })
+    }
+
+    /// The database name.
+    pub fn database(&self) -> String {
+        let path = self.url.path().trim_start_matches('/');
+        percent_decode(path)
+    }
+
+    /// The user name.
+    pub fn user(&self) -> String {
+        percent_decode(self.url.username())
+    }
+
+    /// `host:port` for messages.
+    pub fn host_port(&self) -> String {
+        format!(
+            "{}:{}",
+            self.url.host_str().unwrap_or(""),
+            self.url.port().unwrap_or(5432)
+        )
+    }
+
+    /// The client configuration for ordinary connections.
+    pub fn client_config(&self) -> tokio_postgres::Config {
+        let mut config =
+            tokio_postgres::Config::from_str(self.url.as_str()).expect("checked in parse");
+        config.application_name("walfill");
+        config
+    }
+
+    /// The full URL with its password, for a replication connection.
+    pub fn replication_url(&self) -> String {
+        let mut url = self.url.clone();
+        url.query_pairs_mut().append_pair("replication", "database");
+        url.to_string()
+    }
+
+    /// The same server and credentials, another database.
+    pub fn with_database(&self, database: &str) -> PgUrl {
+        let mut url = self.url.clone();
+        url.set_path(&format!("/{database}"));
+        PgUrl { url }
+    }
+
+    /// Whether both URLs point at the same database on the same server.
+    pub fn same_database(&self, other: &PgUrl) -> bool {
+        self.host_port() == other.host_port() && self.database() == other.database()
+    }
+}
+
+fn percent_decode(text: &str) -> String {
+    url::form_urlencoded::parse(format!("x={text}").as_bytes())
+        .next()
+        .map(|(_, v)| v.into_owned())
+        .unwrap_or_default()
+}
+
+impl fmt::Display for PgUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut url = self.url.clone();
+        if url.password().is_some() {
+            let _ = url.set_password(Some("****"));
+        }
+        f.write_str(url.as_str())
+    }
+}
+
+impl fmt::Debug for PgUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "PgUrl({self})")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hides_the_password() {
+        let url = PgUrl::parse("postgresql://app:s3cret@db.example:6432/shop").unwrap();
+        assert_eq!(
+            url.to_string(),
+            "postgresql://app:****@db.example:6432/shop"
+        );
+        assert!(!format!("{url:?}").contains("s3cret"));
+        assert!(url.replication_url().contains("s3cret"));
+        assert!(url.replication_url().ends_with("replication=database"));
+        assert_eq!(url.database(), "shop");
+        assert_eq!(url.user(), "app");
+        assert_eq!(url.host_port(), "db.example:6432");
+    }
+
+    #[test]
+    fn rejects_what_would_fail_later() {
+        for (text, needle) in [
+            ("mysql://a@b/c", "scheme"),
+            ("postgresql://a@b", "no database"),
+            ("postgresql://b/c", "no user"),
+            ("not a url", "expected a URL"),
+        ] {
+            let err = PgUrl::parse(text).unwrap_err();
+            assert!(err.contains(needle), "{text}: {err}");
+        }
+    }
+}

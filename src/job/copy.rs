@@ -1,0 +1,105 @@
+//! The copy phase: keyset chunks read inside an exported snapshot, each
+//! stored with the cursor after it in one destination transaction.
+
+use std::time::Instant;
+
+use tokio_postgres::{Client, IsolationLevel};
+use tokio_util::sync::CancellationToken;
+use walfill_replay::Lsn;
+use walfill_snapshot::sql::quote_literal;
+use walfill_snapshot::{KeysetChunk, SnapshotError};
+
+use crate::apply::Applier;
+use crate::error::{Error, Result};
+use crate::progress::Progress;
+use crate::state::VersionState;
+
+/// An exported snapshot and the LSN it is consistent at.
+pub(super) struct Snapshot<'a> {
+    /// The name to import with `SET TRANSACTION SNAPSHOT`.
+    pub(super) name: &'a str,
+    /// Its consistent point: every copied row is versioned `(boundary, 0)`.
+    pub(super) boundary: Lsn,
+}
+
+/// Copies the rest of the table (after the saved cursor) as seen by
+/// `snapshot`.
+pub(super) async fn copy_snapshot(
+    source: &mut Client,
+    dest: &mut Client,
+    applier: &Applier,
+    state: &mut VersionState,
+    snapshot: Snapshot<'_>,
+    chunk_rows: u32,
+    cancel: &CancellationToken,
+) -> Result<()> {
+    let Snapshot {
+        name: snapshot,
+        boundary,
+    } = snapshot;
+    let snapshot_tx = source
+        .build_transaction()
+        .isolation_level(IsolationLevel::RepeatableRead)
+        .read_only(true)
+        .start()
+        .await
+        .map_err(|e| SnapshotError::query("opening the snapshot transaction", e))?;
+    snapshot_tx
+        .batch_execute(&format!(
+            "SET TRANSACTION SNAPSHOT {}",
+            quote_literal(snapshot)
+        ))
+        .await
+        .map_err(|e| SnapshotError::query("importing the exported snapshot", e))?;
+
+    let total = u64::try_from(state.rows_estimated).ok().filter(|t| *t > 0);
+    let done = u64::try_from(state.rows_copied).unwrap_or(0);
+    let label = format!("copy {}/{}", state.target, state.version);
+    let mut progress = Progress::new(label, total, done);
+    tracing::info!(
+        target = %state.target,
+        version = %state.version,
+        %boundary,
+        resume_after = ?state.copy_cursor,
+        "copying"
+    );
+    loop {
+        if cancel.is_cancelled() {
+            return Err(Error::Interrupted);
+        }
+        let started = Instant::now();
+        let cursor = state.copy_cursor.clone();
+        let chunk = KeysetChunk::new(&applier.plan().source, cursor.as_deref(), chunk_rows);
+        let tx = dest
+            .transaction()
+            .await
+            .map_err(|e| Error::destination("starting a chunk", e))?;
+        let read = applier
+            .load_chunk(&tx, &snapshot_tx, &chunk, boundary)
+            .await?;
+        let Some(last) = read.last_key else {
+            break;
+        };
+        let rate = progress.advance(read.rows, started.elapsed());
+        state
+            .record_chunk(
+                &tx,
+                &last,
+                i64::try_from(read.rows).unwrap_or(i64::MAX),
+                rate,
+            )
+            .await?;
+        tx.commit()
+            .await
+            .map_err(|e| Error::destination("committing a chunk", e))?;
+        if read.rows < u64::from(chunk_rows) {
+            break;
+        }
+    }
+    snapshot_tx
+        .commit()
+        .await
+        .map_err(|e| SnapshotError::query("closing the snapshot transaction", e))?;
+    progress.finish();
+    Ok(())
+}

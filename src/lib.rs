@@ -1,0 +1,29 @@
+//! walfill rebuilds derived tables from a PostgreSQL database's history.
+//!
+//! A *target* is a source table passed through a transform. Each *version* of
+//! a target is filled into its own staging table from a history source (a
+//! snapshot at a recorded boundary LSN), kept in step with the live logical
+//! stream, and published by an atomic view swap. Data flows one way:
+//!
+//! history source → change stream → transform → [`apply`] (versioned upsert
+//! into the staging table) → [`swap`].
+//!
+//! Every row change carries the version `(commit LSN, position in its
+//! transaction)`; snapshot rows carry `(boundary, 0)`. The apply lets only a
+//! newer version win and keeps deletes as versioned tombstones, so history
+//! sources may overlap and arrive in any interleaving with the same result.
+
+pub mod apply;
+pub mod cli;
+pub mod config;
+pub mod db;
+pub mod error;
+pub mod job;
+pub mod plan;
+pub mod progress;
+pub mod retire;
+pub mod setup;
+pub mod state;
+pub mod status;
+pub mod swap;
+pub mod telemetry;

@@ -1,0 +1,234 @@
+//! A version's plan: the source table, the transform checked against it, and
+//! the shape of the staging table.
+//!
+//! The transform (a select list and an optional filter) runs in the
+//! destination database over rows shaped like the source table, held in a
+//! session's temporary *work table*. Checking it there, before anything is
+//! written, tells walfill the output columns and their types, whether the key
+//! passes through unchanged, and which source columns the transform reads (so
+//! it knows which TOASTed values it must remember for updates that do not
+//! resend them).
+
+mod check;
+mod sql;
+
+pub use check::build;
+pub use sql::BatchSql;
+
+use walfill_snapshot::sql::quote_ident;
+use walfill_snapshot::SourceTable;
+
+use crate::config::{QualifiedName, Target};
+use crate::state::VersionState;
+
+/// Name of the session's temporary work table.
+pub const WORK_TABLE: &str = "_walfill_rows";
+/// Prefix of walfill's own columns; transforms may not produce such names.
+pub const RESERVED_PREFIX: &str = "_walfill_";
+
+/// What a version is built from: the target's definition as recorded.
+#[derive(Clone, Debug)]
+pub struct Definition {
+    /// Target name (and view name).
+    pub target: String,
+    /// Version name.
+    pub version: String,
+    /// Destination schema.
+    pub dest_schema: String,
+    /// Source table.
+    pub source: QualifiedName,
+    /// Key columns given in the configuration.
+    pub key: Option<Vec<String>>,
+    /// The select list.
+    pub select: String,
+    /// The filter.
+    pub filter: Option<String>,
+}
+
+impl Definition {
+    /// The definition of the version a target's configuration asks for.
+    pub fn from_config(target: &Target) -> Definition {
+        Definition {
+            target: target.name.clone(),
+            version: target.version.clone(),
+            dest_schema: target.schema.clone(),
+            source: target.source.clone(),
+            key: target.key.clone(),
+            select: target.select.clone(),
+            filter: target.filter.clone(),
+        }
+    }
+
+    /// The definition recorded with an existing version.
+    pub fn from_state(state: &VersionState) -> Definition {
+        let (schema, name) = state
+            .source_table
+            .split_once('.')
+            .unwrap_or(("public", &state.source_table));
+        Definition {
+            target: state.target.clone(),
+            version: state.version.clone(),
+            dest_schema: state.dest_schema.clone(),
+            source: QualifiedName {
+                schema: schema.to_string(),
+                name: name.to_string(),
+            },
+            key: Some(state.key_columns.clone()),
+            select: state.select_sql.clone(),
+            filter: state.filter_sql.clone(),
+        }
+    }
+
+    /// The staging table's name.
+    pub fn table_name(&self) -> String {
+        format!("{}__{}", self.target, self.version)
+    }
+
+    /// The version's logical slot: `walfill_<target>_<version>`, shortened with
+    /// a hash when it would exceed PostgreSQL's 63 characters.
+    pub fn slot_name(&self) -> String {
+        let name = format!("walfill_{}_{}", self.target, self.version);
+        if name.len() <= 63 {
+            return name;
+        }
+        let hash = name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+        });
+        format!("{}_{:016x}", &name[..46], hash)
+    }
+}
+
+/// A column the transform produces.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OutputColumn {
+    /// Column name.
+    pub name: String,
+    /// Its type as SQL spells it.
+    pub sql_type: String,
+}
+
+/// A source column kept beside the derived row because the transform reads
+/// it and its value may be TOASTed: an update that leaves it alone does not
+/// resend it, and walfill takes it from here instead.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HiddenColumn {
+    /// The source column.
+    pub source: String,
+    /// The staging table's column holding it.
+    pub column: String,
+    /// Its type as SQL spells it.
+    pub sql_type: String,
+}
+
+/// A checked version plan.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    /// What the version is built from.
+    pub def: Definition,
+    /// The source table as it is now.
+    pub source: SourceTable,
+    /// Key columns: the source's row identity, passed through unchanged.
+    pub key: Vec<String>,
+    /// The transform's output columns, in order.
+    pub outputs: Vec<OutputColumn>,
+    /// Source columns remembered for unchanged-TOAST updates.
+    pub hidden: Vec<HiddenColumn>,
+    /// Source columns the transform (select and filter) reads.
+    pub referenced: Vec<String>,
+}
+
+impl Plan {
+    /// `"schema"."target__version"`.
+    pub fn staging_table(&self) -> String {
+        format!(
+            "{}.{}",
+            quote_ident(&self.def.dest_schema),
+            quote_ident(&self.def.table_name())
+        )
+    }
+
+    /// `"schema"."target"`: the view readers use.
+    pub fn view(&self) -> String {
+        format!(
+            "{}.{}",
+            quote_ident(&self.def.dest_schema),
+            quote_ident(&self.def.target)
+        )
+    }
+}
+
+impl Plan {
+    /// Fails when an existing staging table no longer matches what the
+    /// transform produces (the source table changed shape since it was made).
+    pub async fn verify_staging(&self, dest: &tokio_postgres::Client) -> crate::error::Result<()> {
+        let found: Vec<(String, String)> = dest
+            .query(
+                "SELECT attname::text, format_type(atttypid, atttypmod) FROM pg_attribute
+                  WHERE attrelid = $1::text::regclass AND attnum > 0 AND NOT attisdropped
+                    AND attname NOT IN ('_walfill_lsn', '_walfill_seq', '_walfill_deleted')
+                  ORDER BY attnum",
+                &[&self.staging_table()],
+            )
+            .await
+            .map_err(|e| {
+                crate::error::Error::destination("reading the staging table's columns", e)
+            })?
+            .iter()
+            .map(|r| (r.get(0), r.get(1)))
+            .collect();
+        let expected: Vec<(String, String)> = self
+            .outputs
+            .iter()
+            .map(|o| (o.name.clone(), o.sql_type.clone()))
+            .chain(
+                self.hidden
+                    .iter()
+                    .map(|h| (h.column.clone(), h.sql_type.clone())),
+            )
+            .collect();
+        if found == expected {
+            return Ok(());
+        }
+        let show = |cols: &[(String, String)]| {
+            cols.iter()
+                .map(|(n, t)| format!("{n} {t}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        Err(crate::error::Error::State(format!(
+            "staging table {} has columns ({}) but the transform now produces ({}): the source \
+             table changed shape; configure a new version of {} to rebuild it",
+            self.staging_table(),
+            show(&found),
+            show(&expected),
+            self.def.target
+        )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slot_names_fit_postgres_limits() {
+        let mut def = Definition {
+            target: "orders".into(),
+            version: "v1".into(),
+            dest_schema: "public".into(),
+            source: QualifiedName {
+                schema: "public".into(),
+                name: "orders".into(),
+            },
+            key: None,
+            select: "id".into(),
+            filter: None,
+        };
+        assert_eq!(def.slot_name(), "walfill_orders_v1");
+        def.target = "t".repeat(60);
+        let long = def.slot_name();
+        assert_eq!(long.len(), 63);
+        def.version = "v2".into();
+        assert_ne!(def.slot_name(), long, "versions get distinct slots");
+    }
+}

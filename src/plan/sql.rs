@@ -1,0 +1,341 @@
+//! The SQL a plan runs in the destination: staging table, view, chunk load
+//! and the versioned apply of change batches.
+//!
+//! Every write obeys one rule: a row change is stored only if its version
+//! `(commit LSN, seq)` is newer than the version stored for its key, and
+//! deletes are stored as tombstones with their version. A change that loses
+//! is filtered out before the upsert (an `ON CONFLICT ... WHERE` that skips
+//! would still lock and WAL-log the row), and the upsert's own `WHERE` keeps
+//! the rule under concurrency.
+
+use walfill_replay::Lsn;
+use walfill_snapshot::sql::{ident_list, quote_ident, quote_literal};
+use walfill_snapshot::SourceTable;
+
+use super::{Plan, WORK_TABLE};
+
+/// Bookkeeping columns of the work table, after the source's columns.
+pub(super) fn work_columns(table: &SourceTable) -> Vec<String> {
+    let mut columns = vec![
+        "_walfill_op \"char\" NOT NULL DEFAULT 'u'".to_string(),
+        "_walfill_lsn pg_lsn".to_string(),
+        "_walfill_seq integer".to_string(),
+        "_walfill_pass boolean NOT NULL DEFAULT true".to_string(),
+        "_walfill_unchanged text[]".to_string(),
+    ];
+    for (i, key) in table.key.iter().enumerate() {
+        let sql_type = table
+            .column(key)
+            .map(|c| c.sql_type.as_str())
+            .unwrap_or("text");
+        columns.push(format!("_walfill_fk_{i} {sql_type}"));
+    }
+    columns
+}
+
+/// The statements that apply one batch of folded changes from the work table.
+#[derive(Clone, Debug)]
+pub struct BatchSql {
+    /// Evaluates the filter into `_walfill_pass` (absent without a filter).
+    pub pass: Option<String>,
+    /// Fills unchanged TOASTed values from the stored rows (absent when the
+    /// plan remembers none).
+    pub fill: Option<String>,
+    /// Counts changes whose unchanged values had no stored row to come from.
+    pub unfilled: Option<String>,
+    /// Upserts rows that pass the filter. Parameters: truncate watermark
+    /// `($1 lsn text, $2 seq)`.
+    pub upsert: String,
+    /// Stores tombstones for deletes and rows the filter rejects. Same parameters.
+    pub tombstone: String,
+}
+
+impl Plan {
+    fn keys(&self) -> String {
+        ident_list(self.key.iter().map(String::as_str))
+    }
+
+    fn keys_of(&self, alias: &str) -> String {
+        self.key
+            .iter()
+            .map(|k| format!("{alias}.{}", quote_ident(k)))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    fn alias(&self) -> String {
+        quote_ident(&self.source.name)
+    }
+
+    /// The work table's rows as the source's columns only, under the source
+    /// table's name, so the transform reads them as it would read the table.
+    fn source_rows(&self, condition: &str) -> String {
+        let columns = ident_list(self.source.columns.iter().map(|c| c.name.as_str()));
+        format!(
+            "(SELECT {columns} FROM pg_temp.{WORK_TABLE}{condition}) AS {}",
+            self.alias()
+        )
+    }
+
+    /// Columns of the work table a batch's COPY fills, in order.
+    pub fn work_copy_columns(&self) -> String {
+        let mut columns: Vec<String> = self
+            .source
+            .replicated_columns()
+            .map(|c| quote_ident(&c.name))
+            .collect();
+        columns.extend(
+            [
+                "_walfill_op",
+                "_walfill_lsn",
+                "_walfill_seq",
+                "_walfill_unchanged",
+            ]
+            .iter()
+            .map(|c| c.to_string()),
+        );
+        columns.extend((0..self.key.len()).map(|i| format!("_walfill_fk_{i}")));
+        columns.join(", ")
+    }
+
+    /// Columns of the work table a snapshot chunk's COPY fills.
+    pub fn chunk_copy_columns(&self) -> String {
+        ident_list(self.source.replicated_columns().map(|c| c.name.as_str()))
+    }
+
+    /// Creates the destination schema and the staging table if missing.
+    pub fn staging_ddl(&self) -> String {
+        let mut columns: Vec<String> = self
+            .outputs
+            .iter()
+            .map(|o| {
+                let not_null = if self.key.contains(&o.name) {
+                    " NOT NULL"
+                } else {
+                    ""
+                };
+                format!("{} {}{not_null}", quote_ident(&o.name), o.sql_type)
+            })
+            .collect();
+        columns.extend(
+            self.hidden
+                .iter()
+                .map(|h| format!("{} {}", quote_ident(&h.column), h.sql_type)),
+        );
+        columns.push("_walfill_lsn pg_lsn NOT NULL".into());
+        columns.push("_walfill_seq integer NOT NULL".into());
+        columns.push("_walfill_deleted boolean NOT NULL DEFAULT false".into());
+        columns.push(format!("PRIMARY KEY ({})", self.keys()));
+        let comment = format!(
+            "walfill: version {} of target {} (from {}); read it through the view {}",
+            self.def.version, self.def.target, self.def.source, self.def.target
+        );
+        format!(
+            "CREATE SCHEMA IF NOT EXISTS {schema};
+             CREATE TABLE IF NOT EXISTS {table} ({columns});
+             COMMENT ON TABLE {table} IS {comment}",
+            schema = quote_ident(&self.def.dest_schema),
+            table = self.staging_table(),
+            columns = columns.join(", "),
+            comment = quote_literal(&comment),
+        )
+    }
+
+    /// `CREATE OR REPLACE VIEW` over the staging table, tombstones hidden.
+    pub fn view_sql(&self) -> String {
+        format!(
+            "CREATE OR REPLACE VIEW {} AS SELECT {} FROM {} WHERE NOT _walfill_deleted",
+            self.view(),
+            ident_list(self.outputs.iter().map(|o| o.name.as_str())),
+            self.staging_table()
+        )
+    }
+
+    fn upsert_conflict(&self, tombstone: bool) -> String {
+        let mut sets: Vec<String> = Vec::new();
+        for o in &self.outputs {
+            if self.key.contains(&o.name) {
+                continue;
+            }
+            let value = if tombstone {
+                "NULL".to_string()
+            } else {
+                format!("EXCLUDED.{}", quote_ident(&o.name))
+            };
+            sets.push(format!("{} = {value}", quote_ident(&o.name)));
+        }
+        for h in &self.hidden {
+            sets.push(format!("{0} = EXCLUDED.{0}", quote_ident(&h.column)));
+        }
+        sets.push("_walfill_lsn = EXCLUDED._walfill_lsn".into());
+        sets.push("_walfill_seq = EXCLUDED._walfill_seq".into());
+        sets.push("_walfill_deleted = EXCLUDED._walfill_deleted".into());
+        format!(
+            "ON CONFLICT ({}) DO UPDATE SET {} \
+             WHERE (s._walfill_lsn, s._walfill_seq) < (EXCLUDED._walfill_lsn, EXCLUDED._walfill_seq)",
+            self.keys(),
+            sets.join(", ")
+        )
+    }
+
+    fn insert_columns(&self, tombstone: bool) -> String {
+        let mut columns: Vec<String> = if tombstone {
+            self.key.iter().map(|k| quote_ident(k)).collect()
+        } else {
+            self.outputs.iter().map(|o| quote_ident(&o.name)).collect()
+        };
+        columns.extend(self.hidden.iter().map(|h| quote_ident(&h.column)));
+        columns.extend(["_walfill_lsn", "_walfill_seq", "_walfill_deleted"].map(String::from));
+        columns.join(", ")
+    }
+
+    fn hidden_values(&self, alias: &str) -> String {
+        self.hidden
+            .iter()
+            .map(|h| format!(", {alias}.{}", quote_ident(&h.source)))
+            .collect()
+    }
+
+    /// Statements that load a snapshot chunk from the work table, every row
+    /// versioned `(boundary, 0)`.
+    pub fn chunk_sql(&self, boundary: Lsn) -> Vec<String> {
+        let lsn = format!("{}::pg_lsn", quote_literal(&boundary.to_string()));
+        let alias = self.alias();
+        let filter = self
+            .def
+            .filter
+            .as_ref()
+            .map(|f| format!("coalesce(({f}), false)"));
+        let mut statements = vec![format!(
+            "INSERT INTO {table} AS s ({columns}) SELECT {select}{hidden}, {lsn}, 0, false FROM {rows}{filter} {conflict}",
+            table = self.staging_table(),
+            columns = self.insert_columns(false),
+            select = self.def.select,
+            hidden = self.hidden_values(&alias),
+            rows = self.source_rows(""),
+            filter = filter.as_ref().map(|f| format!(" WHERE {f}")).unwrap_or_default(),
+            conflict = self.upsert_conflict(false),
+        )];
+        if let Some(filter) = filter {
+            statements.push(format!(
+                "INSERT INTO {table} AS s ({columns}) SELECT {keys}{hidden}, {lsn}, 0, true FROM {rows} WHERE NOT {filter} {conflict}",
+                table = self.staging_table(),
+                columns = self.insert_columns(true),
+                keys = self.keys_of(&alias),
+                hidden = self.hidden_values(&alias),
+                rows = self.source_rows(""),
+                conflict = self.upsert_conflict(true),
+            ));
+        }
+        statements
+    }
+
+    /// Statements that apply a batch of folded changes from the work table.
+    pub fn batch_sql(&self) -> BatchSql {
+        let table = self.staging_table();
+        let alias = self.alias();
+        let work = format!("pg_temp.{WORK_TABLE}");
+        let newer = format!(
+            "(m._walfill_lsn, m._walfill_seq) > ($1::text::pg_lsn, $2::integer) \
+             AND NOT EXISTS (SELECT 1 FROM {table} AS x WHERE ({x}) = ({m}) \
+             AND (x._walfill_lsn, x._walfill_seq) >= (m._walfill_lsn, m._walfill_seq))",
+            x = self.keys_of("x"),
+            m = self.keys_of("m"),
+        );
+        let pass = self.def.filter.as_ref().map(|f| {
+            format!(
+                "UPDATE {work} AS {alias} SET _walfill_pass = coalesce(({f}), false) \
+                 WHERE _walfill_op = 'u'"
+            )
+        });
+        let fill_key = self
+            .key
+            .iter()
+            .enumerate()
+            .map(|(i, k)| format!("coalesce(r._walfill_fk_{i}, r.{})", quote_ident(k)))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let (fill, unfilled) = if self.hidden.is_empty() {
+            (None, None)
+        } else {
+            let sets = self
+                .hidden
+                .iter()
+                .map(|h| {
+                    format!(
+                        "{src} = CASE WHEN {name} = ANY(r._walfill_unchanged) THEN s.{col} ELSE r.{src} END",
+                        src = quote_ident(&h.source),
+                        name = quote_literal(&h.source),
+                        col = quote_ident(&h.column),
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join(", ");
+            let names = self
+                .hidden
+                .iter()
+                .map(|h| quote_literal(&h.source))
+                .collect::<Vec<_>>()
+                .join(", ");
+            (
+                Some(format!(
+                    "UPDATE {work} AS r SET {sets} FROM {table} AS s \
+                     WHERE r._walfill_unchanged IS NOT NULL AND ({s}) = ({fill_key})",
+                    s = self.keys_of("s"),
+                )),
+                Some(format!(
+                    "SELECT count(*) FROM {work} AS r WHERE r._walfill_unchanged && ARRAY[{names}]::text[] \
+                     AND NOT EXISTS (SELECT 1 FROM {table} AS s WHERE ({s}) = ({fill_key}))",
+                    s = self.keys_of("s"),
+                )),
+            )
+        };
+        let upsert = format!(
+            "INSERT INTO {table} AS s ({columns}) \
+             SELECT t.*{hidden}, m._walfill_lsn, m._walfill_seq, false \
+             FROM (SELECT {select} FROM {rows}) AS t \
+             JOIN {work} AS m ON ({m}) = ({t}) AND m._walfill_op = 'u' \
+             WHERE {newer} {conflict}",
+            columns = self.insert_columns(false),
+            hidden = self.hidden_values("m"),
+            select = self.def.select,
+            rows = self.source_rows(" WHERE _walfill_op = 'u' AND _walfill_pass"),
+            m = self.keys_of("m"),
+            t = self.keys_of("t"),
+            conflict = self.upsert_conflict(false),
+        );
+        let tombstone_hidden: String = self
+            .hidden
+            .iter()
+            .map(|h| {
+                format!(
+                    ", CASE WHEN m._walfill_op = 'u' THEN m.{} END",
+                    quote_ident(&h.source)
+                )
+            })
+            .collect();
+        let tombstone = format!(
+            "INSERT INTO {table} AS s ({columns}) \
+             SELECT {m}{tombstone_hidden}, m._walfill_lsn, m._walfill_seq, true \
+             FROM {work} AS m WHERE (m._walfill_op = 'd' OR NOT m._walfill_pass) AND {newer} {conflict}",
+            columns = self.insert_columns(true),
+            m = self.keys_of("m"),
+            conflict = self.upsert_conflict(true),
+        );
+        BatchSql {
+            pass,
+            fill,
+            unfilled,
+            upsert,
+            tombstone,
+        }
+    }
+
+    /// Removes every row older than a TRUNCATE. Parameters: `($1 lsn text, $2 seq)`.
+    pub fn truncate_sql(&self) -> String {
+        format!(
+            "DELETE FROM {} WHERE (_walfill_lsn, _walfill_seq) < ($1::text::pg_lsn, $2::integer)",
+            self.staging_table()
+        )
+    }
+}

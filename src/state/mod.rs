@@ -1,0 +1,98 @@
+//! walfill's state in the destination database, schema `walfill`.
+//!
+//! Every fact a rerun needs is here, written in the same destination
+//! transaction as the work it describes: a chunk's rows and the copy cursor
+//! after them; a batch of applied changes and the LSN after them; a view swap
+//! and the record of which version is active.
+
+mod version;
+
+pub use version::{NewVersion, Phase, VersionState};
+
+use tokio_postgres::{Client, GenericClient};
+
+use crate::error::{Error, Result};
+
+const SCHEMA_SQL: &str = include_str!("schema.sql");
+
+/// Creates the state schema and its tables if they do not exist.
+pub async fn install(client: &Client) -> Result<()> {
+    client
+        .batch_execute(SCHEMA_SQL)
+        .await
+        .map_err(|e| Error::destination("creating the state schema walfill", e))
+}
+
+/// Fails with the fix when `walfill setup` has not run on this destination.
+pub async fn require(client: &impl GenericClient) -> Result<()> {
+    let present: bool = client
+        .query_one("SELECT to_regclass('walfill.versions') IS NOT NULL", &[])
+        .await
+        .map_err(|e| Error::destination("looking for walfill's state schema", e))?
+        .get(0);
+    if present {
+        Ok(())
+    } else {
+        Err(Error::State(
+            "the destination has no walfill state schema; run `walfill setup` first".into(),
+        ))
+    }
+}
+
+/// Appends to the event record.
+pub async fn record_event(
+    client: &impl GenericClient,
+    target: &str,
+    version: Option<&str>,
+    kind: &str,
+    detail: serde_json::Value,
+) -> Result<()> {
+    client
+        .execute(
+            "INSERT INTO walfill.events (target, version, kind, detail) VALUES ($1, $2, $3, $4)",
+            &[&target, &version, &kind, &detail],
+        )
+        .await
+        .map_err(|e| Error::destination("recording an event", e))?;
+    Ok(())
+}
+
+/// The active and previous versions of a target.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TargetState {
+    /// The version readers see.
+    pub active: Option<String>,
+    /// The version before it, kept for rollback.
+    pub previous: Option<String>,
+}
+
+/// Reads which versions of `target` are active and previous.
+pub async fn target_state(client: &impl GenericClient, target: &str) -> Result<TargetState> {
+    let row = client
+        .query_opt(
+            "SELECT active_version, previous_version FROM walfill.targets WHERE target = $1",
+            &[&target],
+        )
+        .await
+        .map_err(|e| Error::destination("reading the target's state", e))?;
+    Ok(row
+        .map(|r| TargetState {
+            active: r.get(0),
+            previous: r.get(1),
+        })
+        .unwrap_or_default())
+}
+
+/// A session-level advisory lock on the destination naming one piece of work.
+/// It is released when the session ends, so a killed process never leaves it
+/// behind.
+pub async fn try_lock(client: &Client, name: &str) -> Result<bool> {
+    client
+        .query_one(
+            "SELECT pg_try_advisory_lock(hashtextextended($1, 7472616))",
+            &[&format!("walfill:{name}")],
+        )
+        .await
+        .map(|r| r.get(0))
+        .map_err(|e| Error::destination("taking walfill's lock", e))
+}

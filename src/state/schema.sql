@@ -1,0 +1,58 @@
+-- walfill's state in the destination database. Idempotent.
+CREATE SCHEMA IF NOT EXISTS walfill;
+
+-- One row per version of a target: its definition, its phase and its progress.
+CREATE TABLE IF NOT EXISTS walfill.versions (
+    target             text        NOT NULL,
+    version            text        NOT NULL,
+    dest_schema        text        NOT NULL,
+    table_name         text        NOT NULL,
+    source_table       text        NOT NULL,
+    select_sql         text        NOT NULL,
+    filter_sql         text,
+    key_columns        text[]      NOT NULL,
+    path               text        NOT NULL DEFAULT 'snapshot',
+    phase              text        NOT NULL,
+    slot_name          text        NOT NULL,
+    -- the slot's consistent point: where the stream starts
+    boundary_lsn       pg_lsn,
+    -- the snapshot the copy currently reads (later than boundary_lsn after a resume)
+    copy_boundary_lsn  pg_lsn,
+    copy_cursor        text[],
+    rows_copied        bigint      NOT NULL DEFAULT 0,
+    rows_estimated     bigint      NOT NULL DEFAULT 0,
+    copy_rate          float8      NOT NULL DEFAULT 0,
+    -- end LSN of the last source transaction applied to this version
+    applied_lsn        pg_lsn,
+    changes_applied    bigint      NOT NULL DEFAULT 0,
+    -- a TRUNCATE's version: rows older than it are gone for good
+    truncated_lsn      pg_lsn,
+    truncated_seq      integer,
+    created_at         timestamptz NOT NULL DEFAULT now(),
+    copy_started_at    timestamptz,
+    copy_finished_at   timestamptz,
+    caught_up_at       timestamptz,
+    swapped_at         timestamptz,
+    updated_at         timestamptz NOT NULL DEFAULT now(),
+    last_error         text,
+    PRIMARY KEY (target, version)
+);
+
+-- The version readers see through each target's view, and the one before it.
+CREATE TABLE IF NOT EXISTS walfill.targets (
+    target             text        PRIMARY KEY,
+    dest_schema        text        NOT NULL,
+    active_version     text,
+    previous_version   text,
+    swapped_at         timestamptz
+);
+
+-- A record of what happened: runs, swaps, rollbacks, resumes, errors.
+CREATE TABLE IF NOT EXISTS walfill.events (
+    id                 bigserial   PRIMARY KEY,
+    at                 timestamptz NOT NULL DEFAULT now(),
+    target             text        NOT NULL,
+    version            text,
+    kind               text        NOT NULL,
+    detail             jsonb       NOT NULL DEFAULT '{}'
+);

@@ -1,0 +1,245 @@
+//! Publishing a version: the view swap, rollback, and retiring old versions.
+//!
+//! A swap replaces the target's view in one destination transaction, so a
+//! reader's query runs entirely against one version or entirely against the
+//! other. `CREATE OR REPLACE VIEW` is used when the new columns extend the old
+//! ones (grants and dependent objects stay); otherwise the view is dropped and
+//! recreated in the same transaction and its grants are restored.
+
+use std::time::Duration;
+
+use tokio_postgres::Client;
+use walfill_snapshot::sql::{describe_pg_error, ident_list, quote_ident, quote_literal};
+
+use crate::error::{Error, Result};
+use crate::state::{self, Phase, VersionState};
+
+/// Attempts before a swap blocked by long-running readers gives up.
+const LOCK_ATTEMPTS: u32 = 12;
+
+/// Makes `version` of `target` the one its view shows.
+pub async fn swap(
+    dest: &mut Client,
+    target: &str,
+    version: &str,
+    lock_timeout_ms: u64,
+) -> Result<()> {
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        match try_swap(dest, target, version, lock_timeout_ms, "swap").await {
+            Err(Error::Destination { source, .. })
+                if attempt < LOCK_ATTEMPTS
+                    && source.code()
+                        == Some(&tokio_postgres::error::SqlState::LOCK_NOT_AVAILABLE) =>
+            {
+                tracing::warn!(
+                    target,
+                    attempt,
+                    "long-running readers hold the view; retrying the swap"
+                );
+                tokio::time::sleep(Duration::from_millis(200 * u64::from(attempt))).await;
+            }
+            other => return other,
+        }
+    }
+}
+
+/// Goes back to the previous version of `target`.
+pub async fn rollback(dest: &mut Client, target: &str, lock_timeout_ms: u64) -> Result<String> {
+    let current = state::target_state(&*dest, target).await?;
+    let previous = current.previous.ok_or_else(|| {
+        Error::State(format!(
+            "target {target} has no previous version to roll back to"
+        ))
+    })?;
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        match try_swap(dest, target, &previous, lock_timeout_ms, "rollback").await {
+            Err(Error::Destination { source, .. })
+                if attempt < LOCK_ATTEMPTS
+                    && source.code()
+                        == Some(&tokio_postgres::error::SqlState::LOCK_NOT_AVAILABLE) =>
+            {
+                tokio::time::sleep(Duration::from_millis(200 * u64::from(attempt))).await;
+            }
+            other => return other.map(|()| previous),
+        }
+    }
+}
+
+async fn try_swap(
+    dest: &mut Client,
+    target: &str,
+    version: &str,
+    lock_timeout_ms: u64,
+    kind: &str,
+) -> Result<()> {
+    let tx = dest
+        .transaction()
+        .await
+        .map_err(|e| Error::destination("starting the swap", e))?;
+    let failed = |what: &'static str| move |e| Error::destination(what, e);
+    tx.batch_execute(&format!("SET LOCAL lock_timeout = '{lock_timeout_ms}ms'"))
+        .await
+        .map_err(failed("setting the swap's lock timeout"))?;
+    let v = VersionState::load(&tx, target, version)
+        .await?
+        .ok_or_else(|| Error::State(format!("target {target} has no version {version}")))?;
+    match v.phase {
+        Phase::Ready | Phase::Active | Phase::Previous => {}
+        phase => {
+            return Err(Error::State(format!(
+                "version {version} of {target} is {phase}; only a caught-up version can be \
+                 swapped in (run `walfill backfill {target}` to finish it)"
+            )))
+        }
+    }
+    // Serializes concurrent swaps of the same target.
+    tx.execute(
+        "INSERT INTO walfill.targets (target, dest_schema) VALUES ($1, $2)
+         ON CONFLICT (target) DO NOTHING",
+        &[&target, &v.dest_schema],
+    )
+    .await
+    .map_err(failed("recording the target"))?;
+    let current: Option<String> = tx
+        .query_one(
+            "SELECT active_version FROM walfill.targets WHERE target = $1 FOR UPDATE",
+            &[&target],
+        )
+        .await
+        .map_err(failed("locking the target's state"))?
+        .get(0);
+    if current.as_deref() == Some(version) {
+        tracing::info!(target, version, "already active");
+        return Ok(());
+    }
+
+    let schema = quote_ident(&v.dest_schema);
+    let view = format!("{schema}.{}", quote_ident(target));
+    let table = format!("{schema}.{}", quote_ident(&v.table_name));
+    let columns: Vec<String> = tx
+        .query(
+            "SELECT attname::text FROM pg_attribute
+              WHERE attrelid = $1::text::regclass AND attnum > 0 AND NOT attisdropped
+                AND attname NOT LIKE '\\_walfill\\_%'
+              ORDER BY attnum",
+            &[&table],
+        )
+        .await
+        .map_err(failed("reading the version's columns"))?
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    let existing: Option<(String, Vec<String>)> = tx
+        .query_opt(
+            "SELECT c.relkind::text, coalesce((SELECT array_agg(format('GRANT %s ON %s TO %s%s',
+                        a.privilege_type, $2::text,
+                        CASE WHEN a.grantee = 0 THEN 'PUBLIC' ELSE quote_ident(r.rolname) END,
+                        CASE WHEN a.is_grantable THEN ' WITH GRANT OPTION' ELSE '' END))
+                    FROM aclexplode(c.relacl) a LEFT JOIN pg_roles r ON r.oid = a.grantee
+                    WHERE a.grantee <> c.relowner), '{}')
+               FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+              WHERE n.nspname = $1 AND c.relname = $3",
+            &[&v.dest_schema, &view, &target],
+        )
+        .await
+        .map_err(failed("looking at the current view"))?
+        .map(|r| (r.get(0), r.get(1)));
+    if let Some((kind, _)) = &existing {
+        if kind != "v" {
+            return Err(Error::State(format!(
+                "{}.{target} exists and is not a view; walfill publishes versions through a \
+                 view of that name: rename or drop it",
+                v.dest_schema
+            )));
+        }
+    }
+    let create = format!(
+        "VIEW {view} AS SELECT {} FROM {table} WHERE NOT _walfill_deleted",
+        ident_list(columns.iter().map(String::as_str))
+    );
+    tx.batch_execute("SAVEPOINT walfill_replace")
+        .await
+        .map_err(failed("swapping the view"))?;
+    if let Err(e) = tx
+        .batch_execute(&format!("CREATE OR REPLACE {create}"))
+        .await
+    {
+        if e.code() == Some(&tokio_postgres::error::SqlState::LOCK_NOT_AVAILABLE) {
+            return Err(Error::destination("swapping the view", e));
+        }
+        // The columns differ in a way CREATE OR REPLACE cannot express.
+        tracing::debug!(error = %describe_pg_error(&e), "recreating the view");
+        tx.batch_execute(&format!(
+            "ROLLBACK TO SAVEPOINT walfill_replace; DROP VIEW IF EXISTS {view}; CREATE {create}"
+        ))
+        .await
+        .map_err(|e| {
+            Error::destination(
+                format!("recreating view {view} (objects that depend on it block this)"),
+                e,
+            )
+        })?;
+        for grant in existing.map(|(_, g)| g).unwrap_or_default() {
+            tx.batch_execute(&grant)
+                .await
+                .map_err(failed("restoring the view's grants"))?;
+        }
+    }
+    tx.execute(
+        &format!(
+            "COMMENT ON VIEW {view} IS {}",
+            quote_literal(&format!("walfill: target {target}, version {version}"))
+        ),
+        &[],
+    )
+    .await
+    .map_err(failed("commenting the view"))?;
+
+    // The version that was active stays current for rollback; an older
+    // previous one becomes merely ready (still followed until retired).
+    tx.execute(
+        "UPDATE walfill.versions SET phase = 'ready', updated_at = now()
+          WHERE target = $1 AND phase = 'previous' AND version <> $2",
+        &[&target, &version],
+    )
+    .await
+    .map_err(failed("recording the swap"))?;
+    if let Some(old) = &current {
+        tx.execute(
+            "UPDATE walfill.versions SET phase = 'previous', updated_at = now()
+              WHERE target = $1 AND version = $2",
+            &[&target, old],
+        )
+        .await
+        .map_err(failed("recording the swap"))?;
+    }
+    tx.execute(
+        "UPDATE walfill.versions SET phase = 'active', swapped_at = now(), updated_at = now()
+          WHERE target = $1 AND version = $2",
+        &[&target, &version],
+    )
+    .await
+    .map_err(failed("recording the swap"))?;
+    tx.execute(
+        "UPDATE walfill.targets SET active_version = $2, previous_version = $3, swapped_at = now()
+          WHERE target = $1",
+        &[&target, &version, &current],
+    )
+    .await
+    .map_err(failed("recording the swap"))?;
+    state::record_event(
+        &tx,
+        target,
+        Some(version),
+        kind,
+        serde_json::json!({ "from": current, "to": version }),
+    )
+    .await?;
+    tx.commit().await.map_err(failed("committing the swap"))?;
+    tracing::info!(target, version, from = ?current, "view now shows version");
+    Ok(())
+}
