@@ -2,10 +2,18 @@
 //!
 //! This crate knows nothing of jobs or destinations. It defines the change
 //! stream every history source produces ([`change`]) and the WAL positions
-//! they are versioned by ([`lsn`]).
+//! they are versioned by ([`lsn`]), and decodes WAL itself:
+//!
+//! - [`wal`]: segment pages and records (framing, CRC, block references) and
+//!   the resource-manager records logical decoding needs;
+//! - [`tuple`]: heap tuples, varlena values, inline compression and TOAST;
+//! - [`types`]: stored datums to PostgreSQL's text output.
 
 pub mod change;
 pub mod lsn;
+pub mod tuple;
+pub mod types;
+pub mod wal;
 
 pub use change::{Column, Datum, Relation, RowChange, Transaction, Version};
 pub use lsn::{Lsn, ParseLsnError, SegmentName, SegmentNo, TimelineId};

@@ -1,0 +1,1 @@
+//! Heap tuples, varlena values and TOAST.

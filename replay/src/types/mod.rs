@@ -1,0 +1,1 @@
+//! Datum bytes to PostgreSQL's text output.

@@ -1,0 +1,1 @@
+//! WAL segments, pages and records.
