@@ -4,6 +4,7 @@
 #   WALFILL_PG_HOME   where the private cluster lives (data, socket, logs, archive)
 #   WALFILL_PG_PORT   its TCP port (default 54329, loopback only)
 #   WALFILL_PG_SEGSIZE  WAL segment size in MiB given to initdb (default 16)
+#   WALFILL_PG_WAL_LEVEL  wal_level of a new cluster (default logical)
 
 set -euo pipefail
 
@@ -11,6 +12,7 @@ WALFILL_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 WALFILL_PG_HOME="${WALFILL_PG_HOME:-$WALFILL_ROOT/.pg}"
 WALFILL_PG_PORT="${WALFILL_PG_PORT:-54329}"
 WALFILL_PG_SEGSIZE="${WALFILL_PG_SEGSIZE:-16}"
+WALFILL_PG_WAL_LEVEL="${WALFILL_PG_WAL_LEVEL:-logical}"
 WALFILL_PG_DATA="$WALFILL_PG_HOME/data"
 WALFILL_PG_SOCKET="$WALFILL_PG_HOME/socket"
 WALFILL_PG_ARCHIVE="$WALFILL_PG_HOME/archive"

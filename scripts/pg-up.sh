@@ -21,7 +21,7 @@ if [ "$(id -u)" = 0 ]; then
 fi
 
 if [ ! -s "$WALFILL_PG_DATA/PG_VERSION" ]; then
-  log "creating cluster in $WALFILL_PG_DATA (WAL segments of ${WALFILL_PG_SEGSIZE} MiB)"
+  log "creating cluster in $WALFILL_PG_DATA (wal_level=$WALFILL_PG_WAL_LEVEL, WAL segments of ${WALFILL_PG_SEGSIZE} MiB)"
   as_pg_owner "$BIN/initdb" -D "$WALFILL_PG_DATA" -U postgres --no-locale -E UTF8 \
     --auth-local=trust --auth-host=scram-sha-256 \
     --wal-segsize="$WALFILL_PG_SEGSIZE" >/dev/null
@@ -30,7 +30,7 @@ listen_addresses = '127.0.0.1'
 port = $WALFILL_PG_PORT
 unix_socket_directories = '$WALFILL_PG_SOCKET'
 max_connections = 200
-wal_level = logical
+wal_level = $WALFILL_PG_WAL_LEVEL
 max_wal_senders = 40
 max_replication_slots = 40
 max_prepared_transactions = 20

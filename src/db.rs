@@ -48,13 +48,10 @@ pub async fn connect(url: &PgUrl, role: Role) -> Result<Client> {
 
 /// Explains a connection failure: the server's words plus the likely fix.
 pub fn connect_error(url: &PgUrl, role: Role, err: &tokio_postgres::Error) -> Error {
-    let key = format!("{}.url", role.name());
+    let key = url.origin();
     let message = if let Some(db) = err.as_db_error() {
         let fix = match db.code().code() {
-            "28P01" => format!(
-                "check the password in {key} (or WALFILL_{}_URL / PGPASSWORD)",
-                role.name().to_uppercase()
-            ),
+            "28P01" => format!("check the password in {key}"),
             "28000" => format!("check the user in {key} and the server's pg_hba.conf"),
             "3D000" => format!("check the database name in {key}"),
             "53300" => "the server has no free connection slots; retry later".to_string(),

@@ -79,6 +79,9 @@ pub struct Relation {
     pub name: String,
     /// Columns in attribute order (dropped and generated columns left out).
     pub columns: Vec<Column>,
+    /// `REPLICA IDENTITY FULL`: updates and deletes carry the whole old row
+    /// (otherwise only the key, with every other column null).
+    pub full_identity: bool,
 }
 
 impl Relation {

@@ -225,7 +225,7 @@ impl LiveStream {
                 namespace,
                 relation_name,
                 columns,
-                ..
+                replica_identity,
             } => {
                 let relation = Relation {
                     oid: relation_id,
@@ -240,6 +240,7 @@ impl LiveStream {
                             is_key: c.is_key(),
                         })
                         .collect(),
+                    full_identity: replica_identity == b'f',
                 };
                 self.relations.insert(relation_id, Arc::new(relation));
             }

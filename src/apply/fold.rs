@@ -159,11 +159,13 @@ impl Fold {
                 let mut values = map.values(new);
                 let mut fill_key = None;
                 if values.contains(&Datum::Unchanged) {
-                    // A whole old row (REPLICA IDENTITY FULL) has every value.
+                    // A whole old row (REPLICA IDENTITY FULL) has every value;
+                    // a key image has nulls for everything but the key.
                     let old_full = old
                         .as_ref()
+                        .filter(|_| map.relation.full_identity)
                         .map(|o| map.values(o))
-                        .filter(|o| !o.contains(&Datum::Unchanged) && o.len() == values.len());
+                        .filter(|o| !o.contains(&Datum::Unchanged));
                     let earlier = self.entries.get(&old_key).filter(|e| e.op == Op::Upsert);
                     let source = old_full.as_deref().or(earlier.map(|e| e.values.as_slice()));
                     if let Some(source) = source {

@@ -57,13 +57,16 @@ impl Applier {
     }
 
     /// Copies one keyset chunk from the source snapshot into the staging
-    /// table, versioned `(boundary, 0)`, inside `dest`'s transaction.
+    /// table, versioned `(boundary, 0)`, inside `dest`'s transaction. Rows
+    /// older than `watermark` (the last TRUNCATE applied) are read but not
+    /// stored.
     pub async fn load_chunk(
         &self,
         dest: &DestTransaction<'_>,
         source: &tokio_postgres::Transaction<'_>,
         chunk: &KeysetChunk<'_>,
         boundary: Lsn,
+        watermark: Option<Version>,
     ) -> Result<ChunkRead> {
         let sink = dest
             .copy_in::<_, Bytes>(&format!(
@@ -73,7 +76,8 @@ impl Applier {
             .await
             .map_err(|e| Error::destination("starting the chunk's COPY", e))?;
         let read = chunk.copy_into(source, sink).await?;
-        if read.rows > 0 {
+        let truncated_since = watermark.is_some_and(|w| w >= Version::snapshot(boundary));
+        if read.rows > 0 && !truncated_since {
             for statement in self.plan.chunk_sql(boundary) {
                 dest.execute(statement.as_str(), &[])
                     .await
@@ -124,8 +128,8 @@ impl Applier {
                         )
                         .await
                         .map_err(|e| Error::destination("applying a TRUNCATE", e))?;
-                        watermark = Some(version);
-                        outcome.truncated = Some(version);
+                        watermark = watermark.max(Some(version));
+                        outcome.truncated = outcome.truncated.max(Some(version));
                         outcome.changes += 1;
                     }
                     continue;

@@ -64,7 +64,7 @@ pub(crate) fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
     let destination = match &raw.destination {
         Some(d) => v.url("destination.url", &d.url, "WALFILL_DESTINATION_URL")?,
         None => match std::env::var("WALFILL_DESTINATION_URL") {
-            Ok(url) => PgUrl::parse(&url)
+            Ok(url) => PgUrl::parse(&url, "WALFILL_DESTINATION_URL")
                 .map_err(|m| v.invalid(None, &format!("WALFILL_DESTINATION_URL: {m}")))?,
             Err(_) => source.clone(),
         },
@@ -86,6 +86,12 @@ pub(crate) fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
         swap_max_lag_bytes: b.swap_max_lag_bytes.unwrap_or(16 * 1024 * 1024),
         publication,
         swap_lock_timeout_ms: b.swap_lock_timeout_ms.unwrap_or(5_000),
+        max_rows_per_second: match b.max_rows_per_second {
+            Some(0) => {
+                return Err(v.invalid(None, "backfill.max_rows_per_second must be at least 1"))
+            }
+            other => other,
+        },
     };
 
     let mut targets: Vec<Target> = Vec::new();
@@ -135,9 +141,9 @@ impl Validator<'_> {
 
     fn url(&self, key: &str, value: &Spanned<String>, env: &str) -> Result<PgUrl, ConfigError> {
         if let Ok(url) = std::env::var(env) {
-            return PgUrl::parse(&url).map_err(|m| self.invalid(None, &format!("{env}: {m}")));
+            return PgUrl::parse(&url, env).map_err(|m| self.invalid(None, &format!("{env}: {m}")));
         }
-        PgUrl::parse(value.get_ref())
+        PgUrl::parse(value.get_ref(), key)
             .map_err(|m| self.invalid(Some(value.span()), &format!("{key}: {m}")))
     }
 

@@ -54,6 +54,18 @@ impl Config {
         })
     }
 
+    /// A short tag telling this deployment (source database and destination)
+    /// apart from others on the same cluster; part of slot names.
+    pub fn deployment_tag(&self) -> String {
+        let identity = format!(
+            "{}|{}|{}",
+            self.source.database(),
+            self.destination.host_port(),
+            self.destination.database()
+        );
+        format!("{:08x}", crate::plan::fnv1a(identity.as_bytes()) as u32)
+    }
+
     /// The targets named (all of them when `names` is empty).
     pub fn select_targets(&self, names: &[String]) -> Result<Vec<&Target>, ConfigError> {
         if names.is_empty() {
@@ -77,6 +89,8 @@ pub struct BackfillSettings {
     pub publication: String,
     /// How long a view swap waits for readers before it retries.
     pub swap_lock_timeout_ms: u64,
+    /// A cap on the snapshot copy's rate, to spare the source (none by default).
+    pub max_rows_per_second: Option<u32>,
 }
 
 /// A derived table: a source table passed through a transform.

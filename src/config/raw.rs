@@ -39,6 +39,7 @@ pub(super) struct RawBackfill {
     pub(super) swap_max_lag_bytes: Option<u64>,
     pub(super) publication: Option<Spanned<String>>,
     pub(super) swap_lock_timeout_ms: Option<u64>,
+    pub(super) max_rows_per_second: Option<u32>,
 }
 
 /// One `[[target]]`.

@@ -7,11 +7,14 @@ use std::str::FromStr;
 #[derive(Clone, PartialEq, Eq)]
 pub struct PgUrl {
     url: url::Url,
+    origin: String,
 }
 
 impl PgUrl {
     /// Parses and checks a PostgreSQL URL; `PGPASSWORD` fills a missing password.
-    pub fn parse(text: &str) -> Result<PgUrl, String> {
+    /// `origin` says where it was configured (`source.url`, an environment
+    /// variable...), for messages that tell the operator what to fix.
+    pub fn parse(text: &str, origin: &str) -> Result<PgUrl, String> {
         let mut url = url::Url::parse(text.trim()).map_err(|e| {
             format!("{e}; expected a URL like postgresql://user:password@host:5432/database")
         })?;
@@ -37,7 +40,15 @@ impl PgUrl {
         }
         // Fail now on parameters tokio-postgres would reject later.
         tokio_postgres::Config::from_str(url.as_str()).map_err(|e| e.to_string())?;
-        Ok(PgUrl { url })
+        Ok(PgUrl {
+            url,
+            origin: origin.to_string(),
+        })
+    }
+
+    /// Where the URL was configured.
+    pub fn origin(&self) -> &str {
+        &self.origin
     }
 
     /// The database name.
@@ -74,18 +85,6 @@ impl PgUrl {
         url.query_pairs_mut().append_pair("replication", "database");
         url.to_string()
     }
-
-    /// The same server and credentials, another database.
-    pub fn with_database(&self, database: &str) -> PgUrl {
-        let mut url = self.url.clone();
-        url.set_path(&format!("/{database}"));
-        PgUrl { url }
-    }
-
-    /// Whether both URLs point at the same database on the same server.
-    pub fn same_database(&self, other: &PgUrl) -> bool {
-        self.host_port() == other.host_port() && self.database() == other.database()
-    }
 }
 
 fn percent_decode(text: &str) -> String {
@@ -117,7 +116,8 @@ mod tests {
 
     #[test]
     fn hides_the_password() {
-        let url = PgUrl::parse("postgresql://app:s3cret@db.example:6432/shop").unwrap();
+        let url =
+            PgUrl::parse("postgresql://app:s3cret@db.example:6432/shop", "source.url").unwrap();
         assert_eq!(
             url.to_string(),
             "postgresql://app:****@db.example:6432/shop"
@@ -138,7 +138,7 @@ mod tests {
             ("postgresql://b/c", "no user"),
             ("not a url", "expected a URL"),
         ] {
-            let err = PgUrl::parse(text).unwrap_err();
+            let err = PgUrl::parse(text, "source.url").unwrap_err();
             assert!(err.contains(needle), "{text}: {err}");
         }
     }

@@ -9,7 +9,7 @@ use tokio_postgres::Client;
 use tokio_util::sync::CancellationToken;
 use walfill_snapshot::{Boundary, ReplicationConnection, SnapshotError};
 
-use super::copy::{copy_snapshot, Snapshot};
+use super::copy::{copy_snapshot, Pace, Snapshot};
 use super::follow::{Follower, Stop};
 use super::source::{current_wal_lsn, require_publication, slot_exists};
 use crate::apply::Applier;
@@ -73,7 +73,7 @@ pub async fn backfill(
     plan.verify_staging(&dest).await?;
     let state = match existing {
         Some(s) => s,
-        None => create_version(&dest, &plan).await?,
+        None => create_version(&dest, &plan, &config.deployment_tag()).await?,
     };
     state::record_event(
         &dest,
@@ -131,7 +131,7 @@ fn same_definition(recorded: &VersionState, wanted: &Definition) -> Result<()> {
     )))
 }
 
-async fn create_version(dest: &Client, plan: &Plan) -> Result<VersionState> {
+async fn create_version(dest: &Client, plan: &Plan, tag: &str) -> Result<VersionState> {
     let def = &plan.def;
     VersionState::create(
         dest,
@@ -144,7 +144,7 @@ async fn create_version(dest: &Client, plan: &Plan) -> Result<VersionState> {
             select_sql: &def.select,
             filter_sql: def.filter.as_deref(),
             key_columns: &plan.key,
-            slot_name: &def.slot_name(),
+            slot_name: &def.slot_name(tag),
             rows_estimated: plan.source.estimated_rows.max(0),
         },
     )
@@ -201,7 +201,10 @@ impl Job<'_> {
         let slot = state.slot_name.clone();
         let has_slot = slot_exists(&self.source, &slot).await?;
         let fresh = state.phase == Phase::Planned || state.boundary_lsn.is_none() || !has_slot;
-        let chunk_rows = self.config.backfill.chunk_rows;
+        let pace = Pace {
+            chunk_rows: self.config.backfill.chunk_rows,
+            max_rows_per_second: self.config.backfill.max_rows_per_second,
+        };
         let mut stream_conn = None;
         if fresh {
             if has_slot {
@@ -241,7 +244,7 @@ impl Job<'_> {
                     name: &boundary.snapshot,
                     boundary: boundary.lsn,
                 },
-                chunk_rows,
+                pace,
                 self.cancel,
             )
             .await?;
@@ -263,7 +266,7 @@ impl Job<'_> {
                     name: &boundary.snapshot,
                     boundary: boundary.lsn,
                 },
-                chunk_rows,
+                pace,
                 self.cancel,
             )
             .await?;

@@ -22,6 +22,15 @@ pub(super) struct Snapshot<'a> {
     pub(super) boundary: Lsn,
 }
 
+/// How big the chunks are and how fast they may come.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Pace {
+    /// Rows per chunk.
+    pub(super) chunk_rows: u32,
+    /// Optional cap on rows per second.
+    pub(super) max_rows_per_second: Option<u32>,
+}
+
 /// Copies the rest of the table (after the saved cursor) as seen by
 /// `snapshot`.
 pub(super) async fn copy_snapshot(
@@ -30,9 +39,10 @@ pub(super) async fn copy_snapshot(
     applier: &Applier,
     state: &mut VersionState,
     snapshot: Snapshot<'_>,
-    chunk_rows: u32,
+    pace: Pace,
     cancel: &CancellationToken,
 ) -> Result<()> {
+    let chunk_rows = pace.chunk_rows;
     let Snapshot {
         name: snapshot,
         boundary,
@@ -75,7 +85,7 @@ pub(super) async fn copy_snapshot(
             .await
             .map_err(|e| Error::destination("starting a chunk", e))?;
         let read = applier
-            .load_chunk(&tx, &snapshot_tx, &chunk, boundary)
+            .load_chunk(&tx, &snapshot_tx, &chunk, boundary, state.truncated)
             .await?;
         let Some(last) = read.last_key else {
             break;
@@ -92,6 +102,15 @@ pub(super) async fn copy_snapshot(
         tx.commit()
             .await
             .map_err(|e| Error::destination("committing a chunk", e))?;
+        if let Some(cap) = pace.max_rows_per_second {
+            let wanted = std::time::Duration::from_secs_f64(read.rows as f64 / f64::from(cap));
+            if let Some(rest) = wanted.checked_sub(started.elapsed()) {
+                tokio::select! {
+                    _ = cancel.cancelled() => return Err(Error::Interrupted),
+                    _ = tokio::time::sleep(rest) => {}
+                }
+            }
+        }
         if read.rows < u64::from(chunk_rows) {
             break;
         }

@@ -84,18 +84,24 @@ impl Definition {
         format!("{}__{}", self.target, self.version)
     }
 
-    /// The version's logical slot: `walfill_<target>_<version>`, shortened with
-    /// a hash when it would exceed PostgreSQL's 63 characters.
-    pub fn slot_name(&self) -> String {
-        let name = format!("walfill_{}_{}", self.target, self.version);
+    /// The version's logical slot: `walfill_<target>_<version>_<tag>`, where
+    /// `tag` tells deployments apart (slot names are global to a cluster, and
+    /// two destinations may follow the same source). Shortened with a hash
+    /// when it would exceed PostgreSQL's 63 characters.
+    pub fn slot_name(&self, tag: &str) -> String {
+        let name = format!("walfill_{}_{}_{tag}", self.target, self.version);
         if name.len() <= 63 {
             return name;
         }
-        let hash = name.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-            (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
-        });
-        format!("{}_{:016x}", &name[..46], hash)
+        format!("{}_{:016x}", &name[..46], fnv1a(name.as_bytes()))
     }
+}
+
+/// A stable 64-bit FNV-1a hash, for names derived from other names.
+pub fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x100_0000_01b3)
+    })
 }
 
 /// A column the transform produces.
@@ -224,11 +230,16 @@ mod tests {
             select: "id".into(),
             filter: None,
         };
-        assert_eq!(def.slot_name(), "walfill_orders_v1");
+        assert_eq!(def.slot_name("0a1b2c3d"), "walfill_orders_v1_0a1b2c3d");
+        assert_ne!(def.slot_name("0a1b2c3d"), def.slot_name("99999999"));
         def.target = "t".repeat(60);
-        let long = def.slot_name();
+        let long = def.slot_name("0a1b2c3d");
         assert_eq!(long.len(), 63);
         def.version = "v2".into();
-        assert_ne!(def.slot_name(), long, "versions get distinct slots");
+        assert_ne!(
+            def.slot_name("0a1b2c3d"),
+            long,
+            "versions get distinct slots"
+        );
     }
 }

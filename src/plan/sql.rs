@@ -206,13 +206,21 @@ impl Plan {
             .filter
             .as_ref()
             .map(|f| format!("coalesce(({f}), false)"));
+        // Rows whose key already holds a version at least as new are left out
+        // before the insert, so they cost no lock and no WAL.
+        let rows = self.source_rows(&format!(
+            " AS w WHERE NOT EXISTS (SELECT 1 FROM {table} AS x WHERE ({x}) = ({w}) \
+             AND (x._walfill_lsn, x._walfill_seq) >= ({lsn}, 0))",
+            table = self.staging_table(),
+            x = self.keys_of("x"),
+            w = self.keys_of("w"),
+        ));
         let mut statements = vec![format!(
             "INSERT INTO {table} AS s ({columns}) SELECT {select}{hidden}, {lsn}, 0, false FROM {rows}{filter} {conflict}",
             table = self.staging_table(),
             columns = self.insert_columns(false),
             select = self.def.select,
             hidden = self.hidden_values(&alias),
-            rows = self.source_rows(""),
             filter = filter.as_ref().map(|f| format!(" WHERE {f}")).unwrap_or_default(),
             conflict = self.upsert_conflict(false),
         )];
@@ -223,7 +231,6 @@ impl Plan {
                 columns = self.insert_columns(true),
                 keys = self.keys_of(&alias),
                 hidden = self.hidden_values(&alias),
-                rows = self.source_rows(""),
                 conflict = self.upsert_conflict(true),
             ));
         }

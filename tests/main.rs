@@ -1,0 +1,12 @@
+//! Integration tests against the private PostgreSQL clusters started by
+//! `scripts/test.sh`. Each test works in a database of its own.
+
+mod support;
+
+mod apply_rule;
+mod bad_input;
+mod boundary;
+mod resume;
+mod snapshot;
+mod swap;
+mod toast;

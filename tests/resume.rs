@@ -1,0 +1,114 @@
+//! `kill -9` at any moment, then the same command again: same result, nothing
+//! duplicated or lost.
+
+use std::time::Duration;
+
+use crate::support::workload::{create_orders, orders_target, Writer, ORDERS_SELECT, ORDERS_WHERE};
+use crate::support::{assert_view_matches, TestDb, Walfill};
+
+fn kill9(child: &mut std::process::Child) {
+    child.kill().expect("SIGKILL walfill");
+    let _ = child.wait();
+}
+
+/// Killed mid-copy (twice, the second time after it resumed with a new
+/// snapshot), then mid-stream; every rerun resumes and the view ends exact.
+#[test]
+fn kill_mid_copy_and_mid_stream_then_rerun() {
+    let db = TestDb::new("resume");
+    create_orders(&db, 40_000);
+    let settings =
+        "[backfill]\nchunk_rows = 500\nmax_rows_per_second = 20000\napply_batch_changes = 200\n";
+    let walfill = Walfill::new(&db, &format!("{settings}\n{}", orders_target("v1")));
+    walfill.ok(&["setup"]);
+
+    let writer = Writer::start(&db, 40_000, 1_000_000, 11);
+    let mut run = walfill.spawn(&["backfill", "orders_summary", "--no-swap"]);
+    db.wait_for(
+        "SELECT rows_copied >= 5000 FROM walfill.versions",
+        Duration::from_secs(60),
+        "the copy to pass 5000 rows",
+    );
+    kill9(&mut run);
+    let first = db
+        .value("SELECT copy_cursor::text FROM walfill.versions")
+        .unwrap();
+
+    let mut run = walfill.spawn(&["backfill", "orders_summary", "--no-swap"]);
+    db.wait_for(
+        &format!(
+            "SELECT copy_cursor::text <> '{first}' AND rows_copied >= 15000 FROM walfill.versions"
+        ),
+        Duration::from_secs(60),
+        "the resumed copy to move on",
+    );
+    kill9(&mut run);
+    let resumed = db
+        .value("SELECT copy_boundary_lsn > boundary_lsn FROM walfill.versions")
+        .is_some_and(|v| v == "true");
+
+    assert!(
+        resumed,
+        "a resumed copy reads a newer snapshot than the boundary"
+    );
+
+    // Let the copy finish while writes continue, so the stream has work.
+    let run = walfill.spawn(&["backfill", "orders_summary", "--no-swap"]);
+    db.wait_for(
+        "SELECT phase <> 'copying' FROM walfill.versions",
+        Duration::from_secs(120),
+        "the copy to finish",
+    );
+    std::thread::sleep(Duration::from_millis(300));
+    writer.stop();
+    walfill.wait_ok(run, Duration::from_secs(120));
+
+    // Many more transactions, then kill the stream apply while it is under way.
+    db.exec(
+        "DO $$ BEGIN FOR i IN 0..299 LOOP
+             UPDATE orders SET total_cents = total_cents + 3 WHERE id % 300 = i;
+             DELETE FROM orders WHERE id % 3000 = i * 7;
+             UPDATE orders SET id = id + 2000000 WHERE id % 3001 = i AND id < 2000000;
+             COMMIT;
+         END LOOP; END $$;",
+    );
+    let end = db.value("SELECT pg_current_wal_lsn()::text").unwrap();
+    let changes = db
+        .value("SELECT changes_applied::text FROM walfill.versions")
+        .unwrap();
+    let mut sync = walfill.spawn(&["sync", "--once"]);
+    db.wait_for(
+        &format!("SELECT changes_applied > {changes} FROM walfill.versions"),
+        Duration::from_secs(60),
+        "the stream apply to start",
+    );
+    kill9(&mut sync);
+    let midway = db
+        .value(&format!(
+            "SELECT applied_lsn < '{end}' FROM walfill.versions"
+        ))
+        .unwrap();
+    assert_eq!(
+        midway, "true",
+        "the kill landed after the stream was fully applied"
+    );
+    walfill.ok(&["sync", "--once"]);
+    walfill.ok(&["swap", "orders_summary", "v1"]);
+
+    assert_view_matches(
+        &db,
+        "derived.orders_summary",
+        "orders",
+        ORDERS_SELECT,
+        Some(ORDERS_WHERE),
+        "id",
+    );
+    let duplicates = db
+        .value("SELECT count(*) - count(DISTINCT id) FROM derived.orders_summary__v1")
+        .unwrap();
+    assert_eq!(duplicates, "0");
+    let events = db
+        .value("SELECT count(*) FROM walfill.events WHERE kind = 'copy_resumed'")
+        .unwrap();
+    assert_eq!(events, "2", "both resumes are recorded");
+}

@@ -1,0 +1,143 @@
+//! Private databases on the cluster started by `scripts/test.sh`.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use postgres::{Client, NoTls};
+
+/// The superuser URL of the test cluster (its `postgres` database).
+pub fn admin_url() -> String {
+    std::env::var("WALFILL_TEST_PG_URL").unwrap_or_else(|_| {
+        panic!(
+            "WALFILL_TEST_PG_URL is not set: run the tests with scripts/test.sh, which starts \
+             the private PostgreSQL cluster they need"
+        )
+    })
+}
+
+/// The superuser URL of the second test cluster, which has wal_level=replica.
+pub fn replica_admin_url() -> String {
+    std::env::var("WALFILL_TEST_PG_REPLICA_URL").unwrap_or_else(|_| {
+        panic!("WALFILL_TEST_PG_REPLICA_URL is not set: run the tests with scripts/test.sh")
+    })
+}
+
+/// `url` with its database replaced.
+pub fn with_database(url: &str, database: &str) -> String {
+    let (base, _) = url.rsplit_once('/').expect("a URL with a database");
+    format!("{base}/{database}")
+}
+
+/// Connects, panicking with the URL on failure.
+pub fn connect(url: &str) -> Client {
+    Client::connect(url, NoTls).unwrap_or_else(|e| panic!("cannot connect to {url}: {e}"))
+}
+
+/// A database of its own for one test, dropped (with its slots) at the end.
+pub struct TestDb {
+    /// Database name.
+    pub name: String,
+    admin: String,
+}
+
+static COUNTER: AtomicU32 = AtomicU32::new(0);
+
+impl TestDb {
+    /// A fresh database on the main (logical) test cluster.
+    pub fn new(tag: &str) -> TestDb {
+        TestDb::on(&admin_url(), tag)
+    }
+
+    /// A fresh database on the cluster at `admin`.
+    pub fn on(admin: &str, tag: &str) -> TestDb {
+        let name = format!(
+            "wf_{tag}_{}_{}",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::Relaxed)
+        );
+        let mut client = connect(admin);
+        client
+            .batch_execute(&format!("CREATE DATABASE {name}"))
+            .unwrap_or_else(|e| panic!("creating database {name}: {e}"));
+        TestDb {
+            name,
+            admin: admin.to_string(),
+        }
+    }
+
+    /// The superuser URL of this database.
+    pub fn url(&self) -> String {
+        with_database(&self.admin, &self.name)
+    }
+
+    /// A new connection to this database.
+    pub fn client(&self) -> Client {
+        connect(&self.url())
+    }
+
+    /// Runs SQL, panicking with the statement on failure.
+    pub fn exec(&self, sql: &str) {
+        self.client()
+            .batch_execute(sql)
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    }
+
+    /// The single value `sql` returns, as text.
+    pub fn value(&self, sql: &str) -> Option<String> {
+        let wrapped = format!("SELECT x::text FROM ({sql}) AS q(x)");
+        self.client()
+            .query_one(&wrapped, &[])
+            .unwrap_or_else(|e| panic!("{sql}: {e}"))
+            .get(0)
+    }
+
+    /// Waits until `sql` returns true, or panics after `timeout` with `what`.
+    pub fn wait_for(&self, sql: &str, timeout: Duration, what: &str) {
+        let started = Instant::now();
+        let mut client = self.client();
+        loop {
+            let ok: Option<bool> = client.query_one(sql, &[]).map(|r| r.get(0)).unwrap_or(None);
+            if ok == Some(true) {
+                return;
+            }
+            assert!(started.elapsed() < timeout, "timed out waiting for {what}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for TestDb {
+    fn drop(&mut self) {
+        let Ok(mut client) = Client::connect(&self.admin, NoTls) else {
+            return;
+        };
+        // Slots of this database must go before the database can.
+        for _ in 0..50 {
+            let _ = client.execute(
+                "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots
+                  WHERE database = $1 AND active_pid IS NOT NULL",
+                &[&self.name],
+            );
+            let _ = client.execute(
+                "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots
+                  WHERE database = $1 AND NOT active",
+                &[&self.name],
+            );
+            let left: i64 = client
+                .query_one(
+                    "SELECT count(*) FROM pg_replication_slots WHERE database = $1",
+                    &[&self.name],
+                )
+                .map(|r| r.get(0))
+                .unwrap_or(0);
+            if left == 0 {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let _ = client.batch_execute(&format!(
+            "DROP DATABASE IF EXISTS {} WITH (FORCE)",
+            self.name
+        ));
+    }
+}

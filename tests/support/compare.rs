@@ -1,0 +1,53 @@
+//! The check every end-to-end test ends with: the view equals the transform
+//! of the source table, computed by PostgreSQL, row by row.
+
+use super::TestDb;
+
+fn rows(db: &TestDb, sql: &str) -> Vec<String> {
+    db.client()
+        .query(sql, &[])
+        .unwrap_or_else(|e| panic!("{sql}: {e}"))
+        .iter()
+        .map(|r| r.get(0))
+        .collect()
+}
+
+/// Asserts `view` holds exactly `SELECT select FROM source WHERE filter`,
+/// ordered by `key` on both sides.
+pub fn assert_view_matches(
+    db: &TestDb,
+    view: &str,
+    source: &str,
+    select: &str,
+    filter: Option<&str>,
+    key: &str,
+) {
+    let filter = filter.map(|f| format!(" WHERE {f}")).unwrap_or_default();
+    let expected = rows(
+        db,
+        &format!("SELECT t::text FROM (SELECT {select} FROM {source}{filter}) t ORDER BY t.{key}"),
+    );
+    let actual = rows(
+        db,
+        &format!("SELECT t::text FROM {view} t ORDER BY t.{key}"),
+    );
+    if expected == actual {
+        return;
+    }
+    let missing: Vec<&String> = expected
+        .iter()
+        .filter(|r| !actual.contains(r))
+        .take(10)
+        .collect();
+    let extra: Vec<&String> = actual
+        .iter()
+        .filter(|r| !expected.contains(r))
+        .take(10)
+        .collect();
+    panic!(
+        "view {view} differs from the transform of {source}: {} rows expected, {} found\n\
+         missing (first 10): {missing:#?}\nunexpected (first 10): {extra:#?}",
+        expected.len(),
+        actual.len()
+    );
+}

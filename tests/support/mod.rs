@@ -1,0 +1,13 @@
+//! Test support: private databases on the test cluster, a walfill runner, and
+//! comparisons of a target's view with its transform computed by PostgreSQL.
+
+#![allow(dead_code, unreachable_pub)]
+
+pub mod cluster;
+pub mod compare;
+pub mod run;
+pub mod workload;
+
+pub use cluster::TestDb;
+pub use compare::assert_view_matches;
+pub use run::Walfill;

@@ -1,0 +1,114 @@
+//! Running the walfill binary with a configuration file.
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use super::TestDb;
+
+/// A configuration file in a directory of its own, and the binary to run with it.
+pub struct Walfill {
+    dir: PathBuf,
+}
+
+impl Walfill {
+    /// A configuration whose source (and destination) is `db`, followed by `rest`
+    /// (targets and settings, TOML).
+    pub fn new(db: &TestDb, rest: &str) -> Walfill {
+        Walfill::with_text(&format!("[source]\nurl = \"{}\"\n\n{rest}", db.url()))
+    }
+
+    /// A configuration with exactly this text.
+    pub fn with_text(text: &str) -> Walfill {
+        let dir = std::env::temp_dir().join(format!(
+            "walfill-test-{}-{:016x}",
+            std::process::id(),
+            rand_u64()
+        ));
+        std::fs::create_dir_all(&dir).expect("temp dir");
+        let walfill = Walfill { dir };
+        walfill.write_config(text);
+        walfill
+    }
+
+    /// Replaces the configuration file.
+    pub fn write_config(&self, text: &str) {
+        std::fs::write(self.dir.join("walfill.toml"), text).expect("write config");
+    }
+
+    fn command(&self, args: &[&str]) -> Command {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_walfill"));
+        cmd.args(args)
+            .current_dir(&self.dir)
+            .env("WALFILL_CONFIG", self.dir.join("walfill.toml"))
+            .env("RUST_LOG", "walfill=debug,warn")
+            .env_remove("WALFILL_SOURCE_URL")
+            .env_remove("WALFILL_DESTINATION_URL")
+            .env_remove("PGPASSWORD");
+        cmd
+    }
+
+    /// Runs to completion.
+    pub fn run(&self, args: &[&str]) -> Output {
+        self.command(args).output().expect("run walfill")
+    }
+
+    /// Runs to completion and insists on success; returns stdout.
+    pub fn ok(&self, args: &[&str]) -> String {
+        let out = self.run(args);
+        assert!(
+            out.status.success(),
+            "walfill {args:?} failed with {}:\n{}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Starts in the background, output discarded.
+    pub fn spawn(&self, args: &[&str]) -> Child {
+        self.command(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn walfill")
+    }
+
+    /// Waits for a spawned run with a timeout, insisting on success.
+    pub fn wait_ok(&self, mut child: Child, timeout: Duration) {
+        let started = Instant::now();
+        loop {
+            if let Some(status) = child.try_wait().expect("wait") {
+                let out = child.wait_with_output().expect("output");
+                assert!(
+                    status.success(),
+                    "walfill failed with {status}:\n{}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                return;
+            }
+            if started.elapsed() > timeout {
+                let _ = child.kill();
+                let out = child.wait_with_output().expect("output");
+                panic!(
+                    "walfill did not finish in {timeout:?}:\n{}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Walfill {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn rand_u64() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(0);
+    h.finish()
+}

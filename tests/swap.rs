@@ -1,0 +1,108 @@
+//! The view swap is atomic for readers: while versions are swapped back and
+//! forth, no reader errors and no reader sees rows of two versions at once.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::support::{TestDb, Walfill};
+
+fn target(version: &str, select: &str) -> String {
+    format!(
+        "[[target]]\nname = \"summary\"\nsource = \"items\"\nselect = \"{select}\"\n\
+         version = \"{version}\"\nschema = \"derived\"\n"
+    )
+}
+
+#[test]
+fn readers_never_error_nor_see_two_versions() {
+    let db = TestDb::new("swap");
+    db.exec(
+        "CREATE TABLE items (id int PRIMARY KEY, price int);
+         INSERT INTO items SELECT g, g FROM generate_series(1, 2000) g;",
+    );
+    // v2 changes a column's type and adds one, so the view must be recreated.
+    let v1 = "id, price, 'v1' AS ver";
+    let v2 = "id, price::text AS price, 'v2' AS ver, price * 2 AS double";
+    let walfill = Walfill::new(&db, &target("v1", v1));
+    walfill.ok(&["setup"]);
+    walfill.ok(&["backfill", "summary"]);
+    let reader = format!("{}_reader", db.name);
+    db.exec(&format!(
+        "CREATE ROLE {reader}; GRANT USAGE ON SCHEMA derived TO {reader};
+         GRANT SELECT ON derived.summary TO {reader};"
+    ));
+    walfill.write_config(&format!(
+        "[source]\nurl = \"{}\"\n\n{}",
+        db.url(),
+        target("v2", v2)
+    ));
+    walfill.ok(&["backfill", "summary", "--no-swap"]);
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let queries = Arc::new(AtomicU64::new(0));
+    let mut readers = Vec::new();
+    for _ in 0..4 {
+        let (stop, queries, url) = (stop.clone(), queries.clone(), db.url());
+        readers.push(std::thread::spawn(move || {
+            let mut client = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+            let mut seen = std::collections::BTreeSet::new();
+            while !stop.load(Ordering::Relaxed) {
+                let row = client
+                    .query_one(
+                        "SELECT array_agg(DISTINCT ver)::text, count(*) FROM derived.summary",
+                        &[],
+                    )
+                    .unwrap_or_else(|e| panic!("a reader failed during the swaps: {e}"));
+                let versions: String = row.get(0);
+                let count: i64 = row.get(1);
+                assert!(
+                    versions == "{v1}" || versions == "{v2}",
+                    "a reader saw {versions}"
+                );
+                assert_eq!(count, 2000, "a reader saw a partial version");
+                seen.insert(versions);
+                queries.fetch_add(1, Ordering::Relaxed);
+            }
+            seen
+        }));
+    }
+    for _ in 0..5 {
+        std::thread::sleep(Duration::from_millis(150));
+        walfill.ok(&["swap", "summary", "v2"]);
+        std::thread::sleep(Duration::from_millis(150));
+        walfill.ok(&["rollback", "summary"]);
+    }
+    walfill.ok(&["swap", "summary", "v2"]);
+    std::thread::sleep(Duration::from_millis(150));
+    stop.store(true, Ordering::Relaxed);
+    let mut seen = std::collections::BTreeSet::new();
+    for reader in readers {
+        seen.extend(reader.join().expect("a reader panicked"));
+    }
+    assert!(queries.load(Ordering::Relaxed) > 100, "readers barely ran");
+    assert_eq!(
+        seen.len(),
+        2,
+        "readers saw both versions over time: {seen:?}"
+    );
+
+    // The recreated view kept its grants, and shows v2's columns.
+    let granted = db.value(&format!(
+        "SELECT has_table_privilege('{reader}', 'derived.summary', 'SELECT')"
+    ));
+    assert_eq!(granted.as_deref(), Some("true"));
+    assert_eq!(
+        db.value("SELECT double::text FROM derived.summary WHERE id = 21")
+            .as_deref(),
+        Some("42")
+    );
+    assert_eq!(
+        db.value("SELECT string_agg(kind, ',' ORDER BY id) FROM walfill.events WHERE kind IN ('swap', 'rollback')")
+            .unwrap()
+            .matches("rollback")
+            .count(),
+        5
+    );
+    db.exec(&format!("DROP OWNED BY {reader}; DROP ROLE {reader}"));
+}
