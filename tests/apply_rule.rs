@@ -116,14 +116,15 @@ impl Fixture {
             .unwrap();
         let mut cursor: Option<Vec<String>> = None;
         loop {
-            let tx = self.dest.transaction().await.unwrap();
             let chunk = KeysetChunk::new(&applier.plan().source, cursor.as_deref(), 7);
-            let read = applier
-                .load_chunk(&tx, &stx, &chunk, boundary, mark)
+            let data = chunk.read(&stx).await.unwrap();
+            let tx = self.dest.transaction().await.unwrap();
+            applier
+                .load_chunk(&tx, &chunk, &data, boundary, mark)
                 .await
                 .unwrap();
             tx.commit().await.unwrap();
-            match read.last_key {
+            match data.read.last_key {
                 Some(k) => cursor = Some(k),
                 None => break,
             }

@@ -5,13 +5,16 @@
 //! re-read everything before it). The rows stream to any sink in COPY text
 //! format; the last row's key becomes the next cursor.
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use futures_util::{pin_mut, SinkExt, StreamExt};
 use tokio_postgres::CopyInSink;
 
 use crate::error::SnapshotError;
 use crate::sql::{ident_list, quote_ident, quote_literal};
 use crate::table::SourceTable;
+
+/// Bytes of COPY data gathered into one buffer.
+const FORWARD_BYTES: usize = 256 * 1024;
 
 /// One chunk to read: the table's replicated columns, keys after `after`.
 #[derive(Clone, Debug)]
@@ -42,27 +45,36 @@ impl<'a> KeysetChunk<'a> {
         }
     }
 
+    /// `(key columns) > (cursor values)` with typed literals, or `None` for
+    /// the first chunk. The key columns are unqualified, so the predicate
+    /// also works on any table with the same key columns.
+    pub fn after_predicate(&self) -> Option<String> {
+        let after = self.after?;
+        let values: Vec<String> = self
+            .table
+            .key
+            .iter()
+            .zip(after)
+            .map(|(name, value)| {
+                let sql_type = self
+                    .table
+                    .column(name)
+                    .map(|c| c.sql_type.as_str())
+                    .unwrap_or("text");
+                format!("{}::{sql_type}", quote_literal(value))
+            })
+            .collect();
+        let key = ident_list(self.table.key.iter().map(String::as_str));
+        Some(format!("({key}) > ({})", values.join(", ")))
+    }
+
     /// `COPY (SELECT ... WHERE (key) > (cursor) ORDER BY key LIMIT n) TO STDOUT`.
     pub fn copy_out_sql(&self) -> String {
         let columns = ident_list(self.table.replicated_columns().map(|c| c.name.as_str()));
         let key = ident_list(self.table.key.iter().map(String::as_str));
         let mut sql = format!("SELECT {columns} FROM {}", self.table.quoted());
-        if let Some(after) = self.after {
-            let values: Vec<String> = self
-                .table
-                .key
-                .iter()
-                .zip(after)
-                .map(|(name, value)| {
-                    let sql_type = self
-                        .table
-                        .column(name)
-                        .map(|c| c.sql_type.as_str())
-                        .unwrap_or("text");
-                    format!("{}::{sql_type}", quote_literal(value))
-                })
-                .collect();
-            sql.push_str(&format!(" WHERE ({key}) > ({})", values.join(", ")));
+        if let Some(predicate) = self.after_predicate() {
+            sql.push_str(&format!(" WHERE {predicate}"));
         }
         sql.push_str(&format!(" ORDER BY {key} LIMIT {}", self.limit));
         format!("COPY ({sql}) TO STDOUT")
@@ -82,34 +94,36 @@ impl<'a> KeysetChunk<'a> {
             .collect()
     }
 
-    /// Streams the chunk from `source` (inside the snapshot's transaction)
-    /// into `sink`, and finishes the sink.
-    pub async fn copy_into(
+    /// Reads the chunk from `source` (inside the snapshot's transaction)
+    /// into memory: at most `limit` rows.
+    pub async fn read(
         &self,
         source: &tokio_postgres::Transaction<'_>,
-        sink: CopyInSink<Bytes>,
-    ) -> Result<ChunkRead, SnapshotError> {
+    ) -> Result<ChunkData, SnapshotError> {
         let table = self.table.to_string();
         let stream = source
             .copy_out(&self.copy_out_sql())
             .await
             .map_err(|e| SnapshotError::query(format!("reading a chunk of {table}"), e))?;
         pin_mut!(stream);
-        pin_mut!(sink);
+        // Rows arrive one per message; keep them in larger buffers.
         let mut last: Option<Bytes> = None;
+        let mut rows = 0u64;
+        let mut parts = Vec::new();
+        let mut buffer = BytesMut::with_capacity(FORWARD_BYTES + 4096);
         while let Some(row) = stream.next().await {
             let row =
                 row.map_err(|e| SnapshotError::query(format!("reading a chunk of {table}"), e))?;
-            last = Some(row.clone());
-            sink.feed(row)
-                .await
-                .map_err(|e| SnapshotError::query("writing a chunk to the destination", e))?;
+            buffer.extend_from_slice(&row);
+            last = Some(row);
+            rows += 1;
+            if buffer.len() >= FORWARD_BYTES {
+                parts.push(buffer.split().freeze());
+            }
         }
-        let rows = sink
-            .as_mut()
-            .finish()
-            .await
-            .map_err(|e| SnapshotError::query("writing a chunk to the destination", e))?;
+        if !buffer.is_empty() {
+            parts.push(buffer.freeze());
+        }
         let last_key = match last {
             None => None,
             Some(line) => {
@@ -128,7 +142,34 @@ impl<'a> KeysetChunk<'a> {
                 Some(key)
             }
         };
-        Ok(ChunkRead { rows, last_key })
+        Ok(ChunkData {
+            read: ChunkRead { rows, last_key },
+            parts,
+        })
+    }
+}
+
+/// A chunk read into memory, in COPY text format.
+#[derive(Clone, Debug)]
+pub struct ChunkData {
+    /// Rows and last key.
+    pub read: ChunkRead,
+    parts: Vec<Bytes>,
+}
+
+impl ChunkData {
+    /// Writes the rows into `sink` and finishes it; returns the rows written.
+    pub async fn write_to(&self, sink: CopyInSink<Bytes>) -> Result<u64, SnapshotError> {
+        pin_mut!(sink);
+        for part in &self.parts {
+            sink.feed(part.clone())
+                .await
+                .map_err(|e| SnapshotError::query("writing a chunk to the destination", e))?;
+        }
+        sink.as_mut()
+            .finish()
+            .await
+            .map_err(|e| SnapshotError::query("writing a chunk to the destination", e))
     }
 }
 

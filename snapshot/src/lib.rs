@@ -16,7 +16,7 @@ pub mod sql;
 pub mod table;
 
 pub use boundary::{Boundary, ReplicationConnection};
-pub use copy::{ChunkRead, KeysetChunk};
+pub use copy::{ChunkData, ChunkRead, KeysetChunk};
 pub use error::SnapshotError;
 pub use live::{LiveStream, StreamEvent};
 pub use table::{ReplicaIdentity, SourceTable, TableColumn};

@@ -218,3 +218,191 @@ impl Fold {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::QualifiedName;
+    use crate::plan::{Definition, OutputColumn};
+    use walfill_replay::{Column, Lsn};
+    use walfill_snapshot::{ReplicaIdentity, SourceTable, TableColumn};
+
+    fn plan() -> Plan {
+        let col = |attnum, name: &str, type_oid, len| TableColumn {
+            attnum,
+            name: name.into(),
+            sql_type: "x".into(),
+            type_oid,
+            len,
+            storage: 'x',
+            generated: None,
+        };
+        Plan {
+            def: Definition {
+                target: "t".into(),
+                version: "v1".into(),
+                dest_schema: "public".into(),
+                source: QualifiedName {
+                    schema: "public".into(),
+                    name: "docs".into(),
+                },
+                key: None,
+                select: "id, body".into(),
+                filter: None,
+            },
+            source: SourceTable {
+                schema: "public".into(),
+                name: "docs".into(),
+                oid: 1,
+                columns: vec![
+                    col(1, "id", 23, 4),
+                    col(2, "body", 25, -1),
+                    col(3, "n", 23, 4),
+                ],
+                replica_identity: ReplicaIdentity::Default,
+                key: vec!["id".into()],
+                estimated_rows: 0,
+            },
+            key: vec!["id".into()],
+            outputs: vec![OutputColumn {
+                name: "id".into(),
+                sql_type: "integer".into(),
+            }],
+            hidden: Vec::new(),
+            referenced: vec!["id".into(), "body".into()],
+        }
+    }
+
+    fn relation(full: bool) -> Arc<Relation> {
+        let col = |name: &str, type_oid, is_key| Column {
+            name: name.into(),
+            type_oid,
+            type_modifier: -1,
+            is_key,
+        };
+        Arc::new(Relation {
+            oid: 1,
+            schema: "public".into(),
+            name: "docs".into(),
+            // The stream's column order differs from the table's: mapped by name.
+            columns: vec![
+                col("n", 23, full),
+                col("id", 23, true),
+                col("body", 25, full),
+            ],
+            full_identity: full,
+        })
+    }
+
+    fn t(s: &str) -> Datum {
+        Datum::Text(s.into())
+    }
+
+    fn v(lsn: u64, seq: u32) -> Version {
+        Version {
+            commit_lsn: Lsn(lsn),
+            seq,
+        }
+    }
+
+    #[test]
+    fn last_change_per_key_wins_and_values_are_reordered() {
+        let rel = relation(false);
+        let map = ColumnMap::new(&plan(), rel.clone()).unwrap();
+        let mut fold = Fold::default();
+        let insert = RowChange::Insert {
+            relation: rel.clone(),
+            new: vec![t("7"), t("1"), t("a")],
+        };
+        let update = RowChange::Update {
+            relation: rel.clone(),
+            old: None,
+            new: vec![t("8"), t("1"), Datum::Unchanged],
+        };
+        fold.add(&map, &insert, v(10, 1)).unwrap();
+        fold.add(&map, &update, v(10, 2)).unwrap();
+        let entries: HashMap<_, _> = fold.drain().collect();
+        assert_eq!(entries.len(), 1);
+        let e = &entries[&vec!["1".to_string()]];
+        assert_eq!(e.version, v(10, 2));
+        // The unchanged body came from the insert earlier in the batch.
+        assert_eq!(e.values, vec![t("1"), t("a"), t("8")]);
+        assert_eq!(e.fill_key, None);
+    }
+
+    #[test]
+    fn key_change_leaves_a_tombstone_and_remembers_where_to_fill_from() {
+        let rel = relation(false);
+        let map = ColumnMap::new(&plan(), rel.clone()).unwrap();
+        let mut fold = Fold::default();
+        let moved = RowChange::Update {
+            relation: rel.clone(),
+            old: Some(vec![Datum::Null, t("1"), Datum::Null]),
+            new: vec![t("3"), t("2"), Datum::Unchanged],
+        };
+        fold.add(&map, &moved, v(20, 1)).unwrap();
+        let moved_again = RowChange::Update {
+            relation: rel.clone(),
+            old: Some(vec![Datum::Null, t("2"), Datum::Null]),
+            new: vec![t("4"), t("5"), Datum::Unchanged],
+        };
+        fold.add(&map, &moved_again, v(21, 1)).unwrap();
+        let entries: HashMap<_, _> = fold.drain().collect();
+        let key = |k: &str| vec![k.to_string()];
+        assert_eq!(entries[&key("1")].op, Op::Delete);
+        assert_eq!(entries[&key("2")].op, Op::Delete);
+        assert_eq!(entries[&key("2")].version, v(21, 1));
+        let last = &entries[&key("5")];
+        assert_eq!(last.op, Op::Upsert);
+        assert_eq!(last.values[1], Datum::Unchanged);
+        // Still unknown: fill from the stored row of the first key.
+        assert_eq!(last.fill_key, Some(key("1")));
+    }
+
+    #[test]
+    fn a_key_image_is_not_a_whole_old_row_but_a_full_identity_row_is() {
+        let mut fold = Fold::default();
+        let rel = relation(false);
+        let map = ColumnMap::new(&plan(), rel.clone()).unwrap();
+        let change = RowChange::Update {
+            relation: rel,
+            old: Some(vec![Datum::Null, t("1"), Datum::Null]),
+            new: vec![t("3"), t("2"), Datum::Unchanged],
+        };
+        fold.add(&map, &change, v(30, 1)).unwrap();
+        let entries: HashMap<_, _> = fold.drain().collect();
+        assert_eq!(entries[&vec!["2".to_string()]].values[1], Datum::Unchanged);
+
+        let rel = relation(true);
+        let map = ColumnMap::new(&plan(), rel.clone()).unwrap();
+        let change = RowChange::Update {
+            relation: rel,
+            old: Some(vec![t("3"), t("1"), t("old body")]),
+            new: vec![t("3"), t("1"), Datum::Unchanged],
+        };
+        fold.add(&map, &change, v(31, 1)).unwrap();
+        let entries: HashMap<_, _> = fold.drain().collect();
+        let e = &entries[&vec!["1".to_string()]];
+        assert_eq!(e.values[1], t("old body"));
+        assert_eq!(e.fill_key, None);
+    }
+
+    #[test]
+    fn a_dropped_column_the_transform_reads_is_refused() {
+        let rel = Arc::new(Relation {
+            oid: 1,
+            schema: "public".into(),
+            name: "docs".into(),
+            columns: vec![Column {
+                name: "id".into(),
+                type_oid: 23,
+                type_modifier: -1,
+                is_key: true,
+            }],
+            full_identity: false,
+        });
+        let err = ColumnMap::new(&plan(), rel).unwrap_err().to_string();
+        assert!(err.contains("column body was dropped"), "{err}");
+        assert!(err.contains("build a new version"), "{err}");
+    }
+}

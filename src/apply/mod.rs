@@ -17,7 +17,7 @@ use futures_util::SinkExt;
 use tokio_postgres::Transaction as DestTransaction;
 use walfill_replay::{Datum, Lsn, Relation, RowChange, Transaction, Version};
 use walfill_snapshot::copy::escape_copy_field;
-use walfill_snapshot::{ChunkRead, KeysetChunk};
+use walfill_snapshot::{ChunkData, KeysetChunk};
 
 use crate::error::{Error, Result};
 use crate::plan::{BatchSql, Plan, WORK_TABLE};
@@ -56,18 +56,21 @@ impl Applier {
         &self.plan
     }
 
-    /// Copies one keyset chunk from the source snapshot into the staging
+    /// Stores one keyset chunk read from the source snapshot in the staging
     /// table, versioned `(boundary, 0)`, inside `dest`'s transaction. Rows
-    /// older than `watermark` (the last TRUNCATE applied) are read but not
-    /// stored.
+    /// older than `watermark` (the last TRUNCATE applied) are not stored.
     pub async fn load_chunk(
         &self,
         dest: &DestTransaction<'_>,
-        source: &tokio_postgres::Transaction<'_>,
         chunk: &KeysetChunk<'_>,
+        data: &ChunkData,
         boundary: Lsn,
         watermark: Option<Version>,
-    ) -> Result<ChunkRead> {
+    ) -> Result<()> {
+        let truncated_since = watermark.is_some_and(|w| w >= Version::snapshot(boundary));
+        if data.read.rows == 0 || truncated_since {
+            return Ok(());
+        }
         let sink = dest
             .copy_in::<_, Bytes>(&format!(
                 "COPY pg_temp.{WORK_TABLE} ({}) FROM STDIN",
@@ -75,16 +78,25 @@ impl Applier {
             ))
             .await
             .map_err(|e| Error::destination("starting the chunk's COPY", e))?;
-        let read = chunk.copy_into(source, sink).await?;
-        let truncated_since = watermark.is_some_and(|w| w >= Version::snapshot(boundary));
-        if read.rows > 0 && !truncated_since {
-            for statement in self.plan.chunk_sql(boundary) {
-                dest.execute(statement.as_str(), &[])
-                    .await
-                    .map_err(|e| Error::destination("storing a chunk in the staging table", e))?;
-            }
+        data.write_to(sink).await?;
+        // Nothing else writes the staging table while walfill holds the
+        // version's lock: if no stored key follows the cursor, no row of
+        // this chunk can conflict, and plain inserts are enough.
+        let predicate = chunk.after_predicate();
+        let stored = dest
+            .query_opt(
+                self.plan.stored_keys_sql(predicate.as_deref()).as_str(),
+                &[],
+            )
+            .await
+            .map_err(|e| Error::destination("probing the staging table", e))?
+            .is_some();
+        for statement in self.plan.chunk_sql(boundary, !stored) {
+            dest.execute(statement.as_str(), &[])
+                .await
+                .map_err(|e| Error::destination("storing a chunk in the staging table", e))?;
         }
-        Ok(read)
+        Ok(())
     }
 
     fn map_for(&mut self, relation: &Arc<Relation>) -> Result<Option<&ColumnMap>> {

@@ -73,37 +73,51 @@ pub(super) async fn copy_snapshot(
         resume_after = ?state.copy_cursor,
         "copying"
     );
+    // The next chunk is read from the source while the current one is
+    // stored in the destination.
+    let table = &applier.plan().source;
+    let mut cursor = state.copy_cursor.clone();
+    let mut pending = KeysetChunk::new(table, cursor.as_deref(), chunk_rows)
+        .read(&snapshot_tx)
+        .await?;
+    let mut rate = state.copy_rate;
     loop {
         if cancel.is_cancelled() {
             return Err(Error::Interrupted);
         }
         let started = Instant::now();
-        let cursor = state.copy_cursor.clone();
-        let chunk = KeysetChunk::new(&applier.plan().source, cursor.as_deref(), chunk_rows);
-        let tx = dest
-            .transaction()
-            .await
-            .map_err(|e| Error::destination("starting a chunk", e))?;
-        let read = applier
-            .load_chunk(&tx, &snapshot_tx, &chunk, boundary, state.truncated)
-            .await?;
-        let Some(last) = read.last_key else {
+        let Some(last) = pending.read.last_key.clone() else {
             break;
         };
-        let rate = progress.advance(read.rows, started.elapsed());
-        state
-            .record_chunk(
-                &tx,
-                &last,
-                i64::try_from(read.rows).unwrap_or(i64::MAX),
-                rate,
-            )
-            .await?;
-        tx.commit()
-            .await
-            .map_err(|e| Error::destination("committing a chunk", e))?;
+        let rows = pending.read.rows;
+        let chunk = KeysetChunk::new(table, cursor.as_deref(), chunk_rows);
+        let next = KeysetChunk::new(table, Some(&last), chunk_rows);
+        let store = async {
+            let tx = dest
+                .transaction()
+                .await
+                .map_err(|e| Error::destination("starting a chunk", e))?;
+            applier
+                .load_chunk(&tx, &chunk, &pending, boundary, state.truncated)
+                .await?;
+            let copied = i64::try_from(rows).unwrap_or(i64::MAX);
+            state.record_chunk(&tx, &last, copied, rate).await?;
+            tx.commit()
+                .await
+                .map_err(|e| Error::destination("committing a chunk", e))
+        };
+        let fetch = async {
+            if rows < u64::from(chunk_rows) {
+                return Ok(None);
+            }
+            next.read(&snapshot_tx).await.map(Some)
+        };
+        let (stored, fetched) = tokio::join!(store, fetch);
+        stored?;
+        let fetched = fetched?;
+        rate = progress.advance(rows, started.elapsed());
         if let Some(cap) = pace.max_rows_per_second {
-            let wanted = std::time::Duration::from_secs_f64(read.rows as f64 / f64::from(cap));
+            let wanted = std::time::Duration::from_secs_f64(rows as f64 / f64::from(cap));
             if let Some(rest) = wanted.checked_sub(started.elapsed()) {
                 tokio::select! {
                     _ = cancel.cancelled() => return Err(Error::Interrupted),
@@ -111,8 +125,10 @@ pub(super) async fn copy_snapshot(
                 }
             }
         }
-        if read.rows < u64::from(chunk_rows) {
-            break;
+        cursor = Some(last);
+        match fetched {
+            Some(data) => pending = data,
+            None => break,
         }
     }
     snapshot_tx

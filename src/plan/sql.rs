@@ -196,9 +196,40 @@ impl Plan {
             .collect()
     }
 
+    /// A per-row probe of the stored version of the key of the row aliased
+    /// `alias`: true when that version is older than `version`, null when the
+    /// key is not stored. A correlated scalar subquery is always an index
+    /// probe; `NOT EXISTS` would let the planner scan the whole table.
+    fn stored_is_older(&self, alias: &str, version: &str) -> String {
+        format!(
+            "(SELECT (x._walfill_lsn, x._walfill_seq) < {version} FROM {table} AS x \
+             WHERE ({x}) = ({a}))",
+            table = self.staging_table(),
+            x = self.keys_of("x"),
+            a = self.keys_of(alias),
+        )
+    }
+
+    /// A query returning a row when the staging table holds a key matching
+    /// `predicate` (a condition on the key columns), or any row at all. The
+    /// `ORDER BY key LIMIT 1` makes it one index probe: a bare `EXISTS` may
+    /// scan the whole table when nothing matches.
+    pub fn stored_keys_sql(&self, predicate: Option<&str>) -> String {
+        let condition = predicate.map(|p| format!(" WHERE {p}")).unwrap_or_default();
+        format!(
+            "SELECT 1 FROM {}{condition} ORDER BY {} LIMIT 1",
+            self.staging_table(),
+            self.keys()
+        )
+    }
+
     /// Statements that load a snapshot chunk from the work table, every row
-    /// versioned `(boundary, 0)`.
-    pub fn chunk_sql(&self, boundary: Lsn) -> Vec<String> {
+    /// versioned `(boundary, 0)`. With `fresh`, the caller has established
+    /// that no key of the chunk is stored yet (a range probe under walfill's
+    /// lock), and plain inserts do; otherwise rows whose key holds a version
+    /// at least as new are left out before an upsert, so they cost no lock
+    /// and no WAL.
+    pub fn chunk_sql(&self, boundary: Lsn, fresh: bool) -> Vec<String> {
         let lsn = format!("{}::pg_lsn", quote_literal(&boundary.to_string()));
         let alias = self.alias();
         let filter = self
@@ -206,32 +237,31 @@ impl Plan {
             .filter
             .as_ref()
             .map(|f| format!("coalesce(({f}), false)"));
-        // Rows whose key already holds a version at least as new are left out
-        // before the insert, so they cost no lock and no WAL.
-        let rows = self.source_rows(&format!(
-            " AS w WHERE NOT EXISTS (SELECT 1 FROM {table} AS x WHERE ({x}) = ({w}) \
-             AND (x._walfill_lsn, x._walfill_seq) >= ({lsn}, 0))",
-            table = self.staging_table(),
-            x = self.keys_of("x"),
-            w = self.keys_of("w"),
-        ));
+        let (rows, live_conflict, dead_conflict) = if fresh {
+            (self.source_rows(""), String::new(), String::new())
+        } else {
+            let older = self.stored_is_older("w", &format!("({lsn}, 0)"));
+            (
+                self.source_rows(&format!(" AS w WHERE coalesce({older}, true)")),
+                format!(" {}", self.upsert_conflict(false)),
+                format!(" {}", self.upsert_conflict(true)),
+            )
+        };
         let mut statements = vec![format!(
-            "INSERT INTO {table} AS s ({columns}) SELECT {select}{hidden}, {lsn}, 0, false FROM {rows}{filter} {conflict}",
+            "INSERT INTO {table} AS s ({columns}) SELECT {select}{hidden}, {lsn}, 0, false FROM {rows}{filter}{live_conflict}",
             table = self.staging_table(),
             columns = self.insert_columns(false),
             select = self.def.select,
             hidden = self.hidden_values(&alias),
             filter = filter.as_ref().map(|f| format!(" WHERE {f}")).unwrap_or_default(),
-            conflict = self.upsert_conflict(false),
         )];
         if let Some(filter) = filter {
             statements.push(format!(
-                "INSERT INTO {table} AS s ({columns}) SELECT {keys}{hidden}, {lsn}, 0, true FROM {rows} WHERE NOT {filter} {conflict}",
+                "INSERT INTO {table} AS s ({columns}) SELECT {keys}{hidden}, {lsn}, 0, true FROM {rows} WHERE NOT {filter}{dead_conflict}",
                 table = self.staging_table(),
                 columns = self.insert_columns(true),
                 keys = self.keys_of(&alias),
                 hidden = self.hidden_values(&alias),
-                conflict = self.upsert_conflict(true),
             ));
         }
         statements
@@ -243,11 +273,8 @@ impl Plan {
         let alias = self.alias();
         let work = format!("pg_temp.{WORK_TABLE}");
         let newer = format!(
-            "(m._walfill_lsn, m._walfill_seq) > ($1::text::pg_lsn, $2::integer) \
-             AND NOT EXISTS (SELECT 1 FROM {table} AS x WHERE ({x}) = ({m}) \
-             AND (x._walfill_lsn, x._walfill_seq) >= (m._walfill_lsn, m._walfill_seq))",
-            x = self.keys_of("x"),
-            m = self.keys_of("m"),
+            "(m._walfill_lsn, m._walfill_seq) > ($1::text::pg_lsn, $2::integer) AND coalesce({}, true)",
+            self.stored_is_older("m", "(m._walfill_lsn, m._walfill_seq)")
         );
         let pass = self.def.filter.as_ref().map(|f| {
             format!(
@@ -265,15 +292,19 @@ impl Plan {
         let (fill, unfilled) = if self.hidden.is_empty() {
             (None, None)
         } else {
+            // Per-row probes by key (see `stored_is_older` for why not a join).
             let sets = self
                 .hidden
                 .iter()
                 .map(|h| {
                     format!(
-                        "{src} = CASE WHEN {name} = ANY(r._walfill_unchanged) THEN s.{col} ELSE r.{src} END",
+                        "{src} = CASE WHEN {name} = ANY(r._walfill_unchanged) \
+                         THEN (SELECT s.{col} FROM {table} AS s WHERE ({s}) = ({fill_key})) \
+                         ELSE r.{src} END",
                         src = quote_ident(&h.source),
                         name = quote_literal(&h.source),
                         col = quote_ident(&h.column),
+                        s = self.keys_of("s"),
                     )
                 })
                 .collect::<Vec<_>>()
@@ -286,13 +317,11 @@ impl Plan {
                 .join(", ");
             (
                 Some(format!(
-                    "UPDATE {work} AS r SET {sets} FROM {table} AS s \
-                     WHERE r._walfill_unchanged IS NOT NULL AND ({s}) = ({fill_key})",
-                    s = self.keys_of("s"),
+                    "UPDATE {work} AS r SET {sets} WHERE r._walfill_unchanged IS NOT NULL"
                 )),
                 Some(format!(
                     "SELECT count(*) FROM {work} AS r WHERE r._walfill_unchanged && ARRAY[{names}]::text[] \
-                     AND NOT EXISTS (SELECT 1 FROM {table} AS s WHERE ({s}) = ({fill_key}))",
+                     AND (SELECT 1 FROM {table} AS s WHERE ({s}) = ({fill_key})) IS NULL",
                     s = self.keys_of("s"),
                 )),
             )

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# Copy throughput of a snapshot backfill next to a plain COPY pipe of the same
+# table, on the same private cluster, in one run.
+#
+#   scripts/bench-copy.sh [ROWS]     (default 1000000)
+#
+# Baseline: COPY orders TO STDOUT | COPY orders_copy FROM STDIN, into a table
+# with the same columns and primary key. walfill: `backfill --no-swap` of an
+# identity transform (select = "*") and of a computing one; the copy phase's
+# time comes from walfill's own state (copy_started_at .. copy_finished_at).
+. "$(dirname "$0")/lib.sh"
+cd "$WALFILL_ROOT"
+
+ROWS="${1:-1000000}"
+DB=walfill_bench
+DIR="$WALFILL_PG_HOME/bench"
+mkdir -p "$DIR"
+
+"$WALFILL_ROOT/scripts/pg-up.sh" >/dev/null
+log "building walfill (release)"
+cargo build --quiet --release --bin walfill
+WALFILL="$WALFILL_ROOT/target/release/walfill"
+
+log "creating $DB with $ROWS rows"
+pg_psql -d postgres -q <<SQL >/dev/null
+SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE database = '$DB';
+DROP DATABASE IF EXISTS $DB WITH (FORCE);
+CREATE DATABASE $DB;
+SQL
+pg_psql -d "$DB" -q <<SQL
+CREATE TABLE orders (
+    id bigint PRIMARY KEY, customer_id int NOT NULL, status text NOT NULL,
+    total_cents bigint NOT NULL, created_at timestamptz NOT NULL, note text);
+INSERT INTO orders
+SELECT g, g % 5000, (ARRAY['open', 'paid', 'shipped', 'test'])[1 + g % 4], (g * 37) % 100000,
+       timestamptz '2024-01-01' + g * interval '1 second',
+       CASE WHEN g % 7 = 0 THEN NULL ELSE 'order number ' || g END
+  FROM generate_series(1, $ROWS) g;
+VACUUM ANALYZE orders;
+CREATE TABLE orders_copy (LIKE orders INCLUDING ALL);
+CHECKPOINT;
+SQL
+
+now() { date +%s.%N; }
+psql_db() { PGPASSWORD="$WALFILL_PG_PASSWORD" psql -X -q -h 127.0.0.1 -p "$WALFILL_PG_PORT" -U "$WALFILL_PG_SUPERUSER" -d "$DB" "$@"; }
+
+log "baseline: COPY TO STDOUT | COPY FROM STDIN"
+start=$(now)
+psql_db -c "COPY orders TO STDOUT" | psql_db -c "COPY orders_copy FROM STDIN"
+pipe=$(awk -v a="$(now)" -v b="$start" 'BEGIN { print a - b }')
+
+run_walfill() { # name select
+  cat >"$DIR/$1.toml" <<TOML
+[source]
+url = "$(pg_url "$DB")"
+[[target]]
+name = "$1"
+source = "public.orders"
+select = "$2"
+version = "v1"
+TOML
+  WALFILL_CONFIG="$DIR/$1.toml" "$WALFILL" setup >/dev/null
+  WALFILL_CONFIG="$DIR/$1.toml" "$WALFILL" backfill "$1" --no-swap 2>/dev/null
+  psql_db -At -c "SELECT extract(epoch FROM copy_finished_at - copy_started_at)
+                    FROM walfill.versions WHERE target = '$1'"
+}
+log "walfill: identity transform"
+identity=$(run_walfill bench_identity "*")
+log "walfill: computing transform"
+computed=$(run_walfill bench_computed \
+  "id, customer_id, upper(status) AS status, total_cents / 100.0 AS total, date_trunc('day', created_at) AS day")
+
+printf '\n%-44s %10s %12s %8s\n' "copy of $ROWS rows" "seconds" "rows/s" "ratio"
+for line in "COPY TO STDOUT | COPY FROM STDIN:$pipe" \
+            "walfill backfill, select *:$identity" \
+            "walfill backfill, computing select:$computed"; do
+  name="${line%%:*}"; secs="${line##*:}"
+  awk -v n="$name" -v s="$secs" -v r="$ROWS" -v p="$pipe" \
+    'BEGIN { printf "%-44s %10.2f %12.0f %8.2f\n", n, s, r / s, p / s }'
+done
+echo "(ratio = baseline time / this time; 1.00 means as fast as the plain COPY pipe)"

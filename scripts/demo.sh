@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# The demo: on a private PostgreSQL cluster, a source table under concurrent
+# writes gets a derived target, filled by snapshot, caught up with the live
+# stream and published by a view swap; then a new version of the transform
+# is built beside it and swapped in.
+. "$(dirname "$0")/lib.sh"
+cd "$WALFILL_ROOT"
+
+ROWS="${WALFILL_DEMO_ROWS:-200000}"
+DB=walfill_demo
+DEMO="$WALFILL_PG_HOME/demo"
+BIN="$(pg_bindir)"
+
+"$WALFILL_ROOT/scripts/pg-up.sh" >/dev/null
+log "building walfill"
+cargo build --quiet --bin walfill
+WALFILL="$WALFILL_ROOT/target/debug/walfill"
+
+log "creating database $DB with $ROWS orders"
+pg_psql -d postgres <<SQL
+SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE database = '$DB';
+DROP DATABASE IF EXISTS $DB WITH (FORCE);
+CREATE DATABASE $DB;
+SQL
+pg_psql -d "$DB" <<SQL
+CREATE TABLE orders (
+    id          bigint PRIMARY KEY,
+    customer_id int    NOT NULL,
+    status      text   NOT NULL,
+    total_cents bigint NOT NULL,
+    note        text
+);
+INSERT INTO orders
+SELECT g, g % 5000, (ARRAY['open', 'paid', 'shipped', 'test'])[1 + g % 4], (g * 37) % 100000,
+       CASE WHEN g % 7 = 0 THEN NULL ELSE 'order ' || g END
+  FROM generate_series(1, $ROWS) g;
+ANALYZE orders;
+SQL
+
+mkdir -p "$DEMO"
+cat >"$DEMO/walfill.toml" <<TOML
+[source]
+url = "$(pg_url "$DB")"
+
+[backfill]
+chunk_rows = 10000
+
+[[target]]
+name = "orders_summary"
+source = "public.orders"
+key = ["id"]
+select = "id, customer_id, upper(status) AS status, total_cents / 100.0 AS total"
+where = "status <> 'test'"
+version = "v1"
+schema = "derived"
+TOML
+export WALFILL_CONFIG="$DEMO/walfill.toml"
+
+# Concurrent writers for the whole backfill: updates, inserts, deletes.
+cat >"$DEMO/writes.sql" <<SQL
+\set id random(1, $ROWS)
+UPDATE orders SET status = 'paid', total_cents = total_cents + 1 WHERE id = :id;
+INSERT INTO orders VALUES ($ROWS + 1000000 + :client_id * 10000000 + :id, 1, 'open', 100, 'new')
+    ON CONFLICT (id) DO UPDATE SET total_cents = orders.total_cents + 1;
+DELETE FROM orders WHERE id = :id + 1;
+SQL
+log "starting concurrent writes (pgbench, 2 clients)"
+PGPASSWORD="$WALFILL_PG_PASSWORD" "$BIN/pgbench" -n -h 127.0.0.1 -p "$WALFILL_PG_PORT" \
+  -U "$WALFILL_PG_SUPERUSER" -c 2 -T 600 -f "$DEMO/writes.sql" "$DB" >/dev/null 2>&1 &
+WRITERS=$!
+trap 'kill $WRITERS 2>/dev/null || true' EXIT
+
+"$WALFILL" setup
+"$WALFILL" backfill orders_summary
+"$WALFILL" status
+
+log "stopping the writers, then applying what they committed"
+kill "$WRITERS" 2>/dev/null || true; wait "$WRITERS" 2>/dev/null || true
+"$WALFILL" sync --once
+
+check() {
+  pg_psql -d "$DB" -At <<SQL
+SELECT CASE WHEN count(*) = 0 THEN 'the view equals the transform of the source: '
+                                   || (SELECT count(*) FROM derived.orders_summary) || ' rows'
+            ELSE count(*) || ' rows differ' END
+  FROM ((SELECT $1 FROM orders WHERE status <> 'test' EXCEPT ALL SELECT * FROM derived.orders_summary)
+        UNION ALL
+        (SELECT * FROM derived.orders_summary EXCEPT ALL SELECT $1 FROM orders WHERE status <> 'test')) d;
+SQL
+}
+check "id, customer_id, upper(status) AS status, total_cents / 100.0 AS total"
+
+log "a new version of the transform, built beside v1 and swapped in"
+sed -i 's/^select = .*/select = "id, customer_id, lower(status) AS status, total_cents AS total_cents, total_cents >= 50000 AS big"/; s/^version = .*/version = "v2"/' "$WALFILL_CONFIG"
+"$WALFILL" backfill orders_summary
+check "id, customer_id, lower(status) AS status, total_cents AS total_cents, total_cents >= 50000 AS big"
+"$WALFILL" status
+log "done: try 'WALFILL_CONFIG=$WALFILL_CONFIG $WALFILL rollback orders_summary'"
