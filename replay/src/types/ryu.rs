@@ -270,11 +270,21 @@ mod tests {
         }
     }
 
+    #[test]
+    fn a_halfway_shortest_is_not_chosen() {
+        let d = double(0x0007_a114_8ed8_c5ee, 0x438);
+        assert_eq!(text(d), "21283309223468998e1");
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig { cases: 20000, ..ProptestConfig::default() })]
 
         /// Digits read back exactly and are never shorter than Rust's
-        /// shortest (which may be one digit shorter at a halfway point).
+        /// shortest. They can be longer: where Rust's shortest lies exactly
+        /// halfway between two floats, PostgreSQL looks further (the double
+        /// 0x4387a1148ed8c5ee prints as 2.1283309223468998e+17 there, Rust's
+        /// shortest being 2.1283309223469e17); the oracle test checks the
+        /// exact digits against the server.
         #[test]
         fn digits_are_shortest_exact(bits in any::<u64>(), bits32 in any::<u32>()) {
             let v = f64::from_bits(bits & !(1 << 63));
@@ -284,7 +294,7 @@ mod tests {
                 let rust = format!("{v:e}");
                 let rust_len = rust.split('e').next().unwrap_or("").replace('.', "").len();
                 let mine = d.digits.to_string().trim_end_matches('0').len().max(1);
-                prop_assert!(mine >= rust_len && mine <= rust_len + 1, "{} vs {}", d.digits, rust);
+                prop_assert!(mine >= rust_len, "{} vs {}", d.digits, rust);
             }
             let f = f32::from_bits(bits32 & !(1 << 31));
             if f.is_finite() && f != 0.0 {
