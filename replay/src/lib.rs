@@ -7,8 +7,10 @@
 //! - [`wal`]: segment pages and records (framing, CRC, block references) and
 //!   the resource-manager records logical decoding needs;
 //! - [`tuple`]: heap tuples, varlena values, inline compression and TOAST;
-//! - [`types`]: stored datums to PostgreSQL's text output.
+//! - [`types`]: stored datums to PostgreSQL's text output;
+//! - [`archive`]: WAL segments in object storage (the only async part).
 
+pub mod archive;
 pub mod change;
 pub mod lsn;
 pub mod tuple;

@@ -1,0 +1,1 @@
+//! Archived WAL in object storage.
