@@ -2,8 +2,12 @@
 # Regenerates the WAL decoder fixtures under fixtures/wal/pg15/<case>/ from a
 # fresh private PostgreSQL 15 cluster with 1 MiB WAL segments:
 #
-#   fixtures/wal/pg15/basic/<segment>.zst  archived segments (zstd -19)
+#   fixtures/wal/pg15/basic/wal/<segment>.zst  archived segments (zstd -19), laid
+#                                            out as a walfill archive
 #   fixtures/wal/pg15/basic/waldump.txt.zst  pg_waldump's record list for them
+#   fixtures/wal/pg15/basic/expected.txt.zst what a test_decoding slot printed
+#   fixtures/wal/pg15/basic/catalog.json     `walfill catalog` of the database
+#   fixtures/wal/pg15/basic/case.toml        the LSN range decoded
 #   fixtures/wal/pg15/basic/workload.sql     the SQL that produced the WAL
 #
 # The cluster lives in a new directory (WALFILL_PG_HOME, default: a fresh
@@ -64,6 +68,11 @@ SQL
 # Start the recorded range at a fresh segment.
 value "SELECT pg_switch_wal()" >/dev/null
 first_seg="$(value "SELECT pg_walfile_name(pg_current_wal_insert_lsn())")"
+
+# The oracle: a test_decoding slot whose restart point is in the range.
+value "SELECT pg_create_logical_replication_slot('fixture', 'test_decoding')" >/dev/null
+restart_lsn="$(value "SELECT restart_lsn FROM pg_replication_slots WHERE slot_name = 'fixture'")"
+from_lsn="$(value "SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = 'fixture'")"
 
 cat >"$WORK/workload-1.sql" <<'SQL'
 -- Plain inserts, updates (HOT, non-HOT, key change), deletes.
@@ -136,7 +145,6 @@ INSERT INTO kv VALUES (500, 'speculative', 0) ON CONFLICT (id) DO NOTHING;
 INSERT INTO kv VALUES (500, 'conflict', 0) ON CONFLICT (id) DO UPDATE SET v = 'upserted';
 -- A relation created and dropped (smgr create, commit dropping files).
 CREATE TABLE late (id int);
-INSERT INTO late VALUES (1);
 DROP TABLE late;
 SQL
 sql -f "$WORK/workload-1.sql" >/dev/null
@@ -173,6 +181,10 @@ INSERT INTO kv VALUES (600, 'after the boundary', 0);
 SQL
 sql -f "$WORK/workload-2.sql" >/dev/null
 
+to_lsn="$(value "SELECT pg_current_wal_lsn()")"
+value "SELECT string_agg(data, E'\\n' ORDER BY n) FROM pg_logical_slot_peek_changes('fixture', '$to_lsn', NULL) WITH ORDINALITY AS c(lsn, xid, data, n)" >"$WORK/expected.txt"
+(cd "$ROOT" && cargo run --quiet --bin walfill -- catalog --source "$(pg_url postgres)") >"$WORK/catalog.json"
+value "SELECT pg_drop_replication_slot('fixture')" >/dev/null
 last_seg="$(value "SELECT pg_walfile_name(pg_current_wal_insert_lsn())")"
 value "SELECT pg_switch_wal()" >/dev/null
 
@@ -184,15 +196,24 @@ done
 [ -f "$WALFILL_PG_ARCHIVE/wal/$last_seg" ] || die "segment $last_seg was not archived"
 
 rm -rf "$CASE_DIR"
-mkdir -p "$CASE_DIR"
+mkdir -p "$CASE_DIR/wal"
 TZ=UTC "$BIN/pg_waldump" -p "$WALFILL_PG_ARCHIVE/wal" "$first_seg" "$last_seg" >"$WORK/waldump.txt"
 for seg in $(cd "$WALFILL_PG_ARCHIVE/wal" && ls | sort); do
   if [[ "$seg" > "$first_seg" || "$seg" == "$first_seg" ]] && [[ "$seg" < "$last_seg" || "$seg" == "$last_seg" ]]; then
-    zstd -q -19 -c "$WALFILL_PG_ARCHIVE/wal/$seg" >"$CASE_DIR/$seg.zst"
+    zstd -q -19 -c "$WALFILL_PG_ARCHIVE/wal/$seg" >"$CASE_DIR/wal/$seg.zst"
   fi
 done
 zstd -q -19 -c "$WORK/waldump.txt" >"$CASE_DIR/waldump.txt.zst"
 cat "$WORK/workload-1.sql" "$WORK/workload-2.sql" >"$CASE_DIR/workload.sql"
+zstd -q -19 -c "$WORK/expected.txt" >"$CASE_DIR/expected.txt.zst"
+cp "$WORK/catalog.json" "$CASE_DIR/"
+cat >"$CASE_DIR/case.toml" <<TOML
+# Decode with: walfill decode --archive file://<this directory> --catalog catalog.json \\
+#   --restart-from $restart_lsn --from $from_lsn --to $to_lsn --format test_decoding
+restart_from = "$restart_lsn"
+from = "$from_lsn"
+to = "$to_lsn"
+TOML
 version="$("$BIN/postgres" --version)"
 cat >"$CASE_DIR/README.md" <<README
 # WAL fixture \`basic\` (PostgreSQL 15)
@@ -200,9 +221,13 @@ cat >"$CASE_DIR/README.md" <<README
 Produced by \`scripts/gen-wal-fixtures.sh\` with $version on a fresh cluster
 with 1 MiB WAL segments and \`wal_level = logical\`:
 
-- \`<segment>.zst\`: the archived segments $first_seg to $last_seg, compressed
-  with \`zstd -19\`. The first one starts right after a \`pg_switch_wal()\`,
-  the last one ends with one.
+- \`wal/<segment>.zst\`: the archived segments $first_seg to $last_seg,
+  compressed with \`zstd -19\` (the directory is a walfill archive). The first
+  one starts right after a \`pg_switch_wal()\`, the last one ends with one.
+- \`expected.txt.zst\`: what a \`test_decoding\` slot, created right after the
+  first switch, printed for the range in \`case.toml\`.
+- \`catalog.json\`: \`walfill catalog\` of the database at the end, so the
+  decoder can run without a server.
 - \`waldump.txt.zst\`: the output of \`pg_waldump\` over those segments.
 - \`workload.sql\`: the statements run in between (a clean restart happens
   between its two parts).

@@ -19,7 +19,8 @@ WALFILL_TEST_PG_URL="$("$WALFILL_ROOT/scripts/pg-up.sh")"
 WALFILL_TEST_PG_REPLICA_URL="$(WALFILL_PG_HOME="$WALFILL_PG_HOME-replica" \
   WALFILL_PG_PORT=$((WALFILL_PG_PORT + 1)) WALFILL_PG_WAL_LEVEL=replica \
   "$WALFILL_ROOT/scripts/pg-up.sh")"
-export WALFILL_TEST_PG_URL WALFILL_TEST_PG_REPLICA_URL
+WALFILL_TEST_ARCHIVE_URL="file://$WALFILL_PG_ARCHIVE"
+export WALFILL_TEST_PG_URL WALFILL_TEST_PG_REPLICA_URL WALFILL_TEST_ARCHIVE_URL
 
 if cargo nextest --version >/dev/null 2>&1; then
   cargo nextest run --workspace --locked --no-fail-fast "$@"

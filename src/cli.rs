@@ -3,6 +3,14 @@
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand, ValueEnum};
+use walfill_replay::Lsn;
+
+use crate::decode::Format;
+
+fn parse_lsn(text: &str) -> Result<Lsn, String> {
+    text.parse()
+        .map_err(|e: walfill_replay::ParseLsnError| e.to_string())
+}
 
 /// walfill rebuilds derived tables from a PostgreSQL database's history.
 ///
@@ -112,6 +120,63 @@ pub enum Command {
         /// Apply everything committed up to now, then exit.
         #[arg(long)]
         once: bool,
+    },
+
+    /// Print the committed row changes found in archived WAL, in commit order.
+    ///
+    /// Reads WAL segments from the archive (file://, memory://, s3://) and
+    /// decodes them outside the server: for each transaction its xid,
+    /// commit LSN and time, then each change with values in PostgreSQL's
+    /// own text form. `--format test_decoding` prints exactly what the
+    /// test_decoding plugin prints for the same transactions. Relations are
+    /// described by the source database's current catalog. A value of a
+    /// type walfill cannot decode is printed as a marker, warned about once
+    /// per column, and makes the command exit with 3 at the end.
+    Decode {
+        /// Archive URL (default: the configuration's [archive] url).
+        #[arg(long)]
+        archive: Option<String>,
+        /// Database whose catalog describes the tables (default: the
+        /// configuration's source).
+        #[arg(long, conflicts_with = "catalog")]
+        source: Option<String>,
+        /// Read the tables' descriptions from this file (written by
+        /// `walfill catalog`) instead of a database: decoding then needs no
+        /// connection at all.
+        #[arg(long)]
+        catalog: Option<PathBuf>,
+        /// Print transactions whose commit record starts at or after this LSN.
+        #[arg(long, value_parser = parse_lsn)]
+        from: Lsn,
+        /// Start reading at this earlier LSN (a slot's restart_lsn), so that
+        /// transactions in flight at --from are seen whole (default: --from).
+        #[arg(long, value_parser = parse_lsn)]
+        restart_from: Option<Lsn>,
+        /// Stop before the first record at or after this LSN (default: the
+        /// end of the archive).
+        #[arg(long, value_parser = parse_lsn)]
+        to: Option<Lsn>,
+        /// Only changes of this table (schema.name).
+        #[arg(long)]
+        table: Option<String>,
+        /// Output format.
+        #[arg(long, value_enum, default_value_t = Format::Jsonl)]
+        format: Format,
+        /// Memory bound in MiB (segments in flight and buffered changes);
+        /// larger transactions spill to disk.
+        #[arg(long, default_value_t = 256)]
+        memory_limit: usize,
+        /// Directory for spill files (default: the system's temporary directory).
+        #[arg(long)]
+        spill_dir: Option<PathBuf>,
+    },
+
+    /// Print, as JSON, the table descriptions `walfill decode` reads from the
+    /// source's catalog (save it for `decode --catalog`).
+    Catalog {
+        /// The database (default: the configuration's source).
+        #[arg(long)]
+        source: Option<String>,
     },
 
     /// Drop a version that is not active: its slot and its table.

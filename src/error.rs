@@ -33,6 +33,12 @@ pub enum Error {
         /// The client error.
         source: tokio_postgres::Error,
     },
+    /// Archived WAL could not be read.
+    #[error(transparent)]
+    Archive(#[from] walfill_replay::archive::ArchiveError),
+    /// WAL could not be decoded: names the LSN and segment file.
+    #[error("{0}")]
+    Decode(String),
     /// Checks found problems; each names its fix.
     #[error("{}", format_problems(.0))]
     Problems(Vec<String>),

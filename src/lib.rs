@@ -14,9 +14,11 @@
 //! sources may overlap and arrive in any interleaving with the same result.
 
 pub mod apply;
+pub mod catalog;
 pub mod cli;
 pub mod config;
 pub mod db;
+pub mod decode;
 pub mod error;
 pub mod job;
 pub mod plan;

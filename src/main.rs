@@ -6,15 +6,15 @@ use clap::Parser;
 use tokio_util::sync::CancellationToken;
 
 use walfill::cli::{Cli, Command};
-use walfill::config::{self, Config};
+use walfill::config::{self, Config, PgUrl};
 use walfill::error::{Error, Result};
-use walfill::{db, job, retire, setup, state, status, swap, telemetry};
+use walfill::{db, decode, job, retire, setup, state, status, swap, telemetry};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     telemetry::init(cli.log_format, cli.verbose);
     match try_main(cli) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => ExitCode::from(code),
         Err(e) => {
             eprintln!("error: {e}");
             ExitCode::from(e.exit_code())
@@ -22,9 +22,24 @@ fn main() -> ExitCode {
     }
 }
 
-/// Loads the configuration before any runtime exists, then runs the command.
-fn try_main(cli: Cli) -> Result<()> {
-    let config = config::load(&cli.config)?;
+/// Loads the configuration (when the command needs it) before any runtime
+/// exists, then runs the command; returns the exit code.
+fn try_main(cli: Cli) -> Result<u8> {
+    let needs_config = match &cli.command {
+        Command::Decode {
+            archive: Some(_),
+            source,
+            catalog,
+            ..
+        } => source.is_none() && catalog.is_none(),
+        Command::Catalog { source: Some(_) } => false,
+        _ => true,
+    };
+    let config = if needs_config {
+        Some(config::load(&cli.config)?)
+    } else {
+        None
+    };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("walfill")
@@ -33,16 +48,65 @@ fn try_main(cli: Cli) -> Result<()> {
     runtime.block_on(run(cli.command, config))
 }
 
-async fn run(command: Command, config: Config) -> Result<()> {
+async fn run(command: Command, config: Option<Config>) -> Result<u8> {
     let cancel = CancellationToken::new();
     tokio::spawn(stop_on_signal(cancel.clone()));
+    if let Command::Catalog { source } = &command {
+        let url = source_url(source.as_deref(), config.as_ref())?;
+        let client = db::connect(&url, db::Role::Source).await?;
+        let snapshot = walfill::catalog::load(&client).await?.snapshot();
+        let text = serde_json::to_string_pretty(&snapshot)
+            .map_err(|e| Error::State(format!("cannot print the catalog: {e}")))?;
+        println!("{text}");
+        return Ok(0);
+    }
+    if let Command::Decode {
+        archive,
+        source,
+        catalog,
+        from,
+        restart_from,
+        to,
+        table,
+        format,
+        memory_limit,
+        spill_dir,
+    } = command
+    {
+        let archive = archive
+            .or_else(|| config.as_ref().and_then(|c| c.archive.clone()))
+            .ok_or_else(|| {
+                Error::State(
+                    "no archive: give --archive URL or [archive] url in the configuration".into(),
+                )
+            })?;
+        let catalog = match catalog {
+            Some(path) => decode::CatalogSource::File(path),
+            None => {
+                decode::CatalogSource::Database(source_url(source.as_deref(), config.as_ref())?)
+            }
+        };
+        let args = decode::DecodeArgs {
+            archive,
+            catalog,
+            from,
+            restart_from,
+            to,
+            table,
+            format,
+            memory_mb: memory_limit,
+            spill_dir,
+        };
+        return decode::decode(args).await;
+    }
+    let config = config.ok_or_else(|| Error::State("no configuration".into()))?;
     match command {
-        Command::Setup => setup::setup(&config).await,
+        Command::Setup => setup::setup(&config).await?,
         Command::Backfill { target, no_swap } => {
             let options = job::BackfillOptions { no_swap };
-            Box::pin(job::backfill(&config, &target, &options, &cancel)).await
+            Box::pin(job::backfill(&config, &target, &options, &cancel)).await?
         }
-        Command::Status { json } => status::status(&config, json).await,
+        Command::Status { json } => status::status(&config, json).await?,
         Command::Swap { target, version } => {
             config.target(&target)?;
             let mut dest = db::connect(&config.destination, db::Role::Destination).await?;
@@ -50,7 +114,6 @@ async fn run(command: Command, config: Config) -> Result<()> {
             let timeout = config.backfill.swap_lock_timeout_ms;
             swap::swap(&mut dest, &target, &version, timeout).await?;
             println!("{target} now shows version {version}");
-            Ok(())
         }
         Command::Rollback { target } => {
             config.target(&target)?;
@@ -59,19 +122,32 @@ async fn run(command: Command, config: Config) -> Result<()> {
             let timeout = config.backfill.swap_lock_timeout_ms;
             let version = swap::rollback(&mut dest, &target, timeout).await?;
             println!("{target} now shows version {version} again");
-            Ok(())
         }
         Command::Sync { targets, once } => {
             let options = job::SyncOptions { once };
             match job::sync(&config, &targets, &options, &cancel).await {
-                Err(Error::Interrupted) => Ok(()),
-                other => other,
+                Err(Error::Interrupted) | Ok(()) => {}
+                Err(e) => return Err(e),
             }
         }
         Command::Retire { target, version } => {
             config.target(&target)?;
-            retire::retire(&config, &target, &version).await
+            retire::retire(&config, &target, &version).await?
         }
+        Command::Decode { .. } | Command::Catalog { .. } => unreachable!("handled above"),
+    }
+    Ok(0)
+}
+
+/// `--source`, or the configuration's source.
+fn source_url(given: Option<&str>, config: Option<&Config>) -> Result<PgUrl> {
+    match given {
+        Some(url) => {
+            PgUrl::parse(url, "--source").map_err(|m| Error::State(format!("--source: {m}")))
+        }
+        None => config
+            .map(|c| c.source.clone())
+            .ok_or_else(|| Error::State("no source: give --source URL".into())),
     }
 }
 

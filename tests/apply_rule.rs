@@ -62,12 +62,14 @@ async fn fixture(db: &TestDb) -> Fixture {
                 name: "id".into(),
                 type_oid: 23,
                 type_modifier: -1,
+                type_name: "integer".into(),
                 is_key: true,
             },
             Column {
                 name: "v".into(),
                 type_oid: 25,
                 type_modifier: -1,
+                type_name: "text".into(),
                 is_key: false,
             },
         ],
@@ -318,6 +320,8 @@ fn history(
                     state.clear();
                     changes.push(RowChange::Truncate {
                         relations: vec![rel.clone()],
+                        cascade: false,
+                        restart_seqs: false,
                     });
                 }
             }

@@ -1,3 +1,5 @@
+#![allow(unreachable_pub)]
+
 //! Integration tests against the private PostgreSQL clusters started by
 //! `scripts/test.sh`. Each test works in a database of its own.
 
@@ -6,6 +8,7 @@ mod support;
 mod apply_rule;
 mod bad_input;
 mod boundary;
+mod oracle;
 mod resume;
 mod snapshot;
 mod swap;

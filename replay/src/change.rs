@@ -63,6 +63,9 @@ pub struct Column {
     pub type_oid: u32,
     /// Type modifier (-1 if none).
     pub type_modifier: i32,
+    /// The type's name as `format_type` prints it without a modifier, when
+    /// the source knows it (the WAL decoder does; pgoutput does not say).
+    pub type_name: String,
     /// Whether the column belongs to the replica identity (the key sent with
     /// updates and deletes).
     pub is_key: bool,
@@ -122,7 +125,45 @@ pub enum RowChange {
     Truncate {
         /// The truncated relations.
         relations: Vec<Arc<Relation>>,
+        /// `TRUNCATE ... CASCADE`.
+        cascade: bool,
+        /// `TRUNCATE ... RESTART IDENTITY`.
+        restart_seqs: bool,
     },
+    /// A transactional logical message (`pg_logical_emit_message(true, ...)`),
+    /// part of its transaction's change stream.
+    Message {
+        /// The message's prefix.
+        prefix: String,
+        /// Its content.
+        content: Vec<u8>,
+    },
+}
+
+impl RowChange {
+    /// The relation a row change is about (`None` for truncates and messages).
+    pub fn relation(&self) -> Option<&Arc<Relation>> {
+        match self {
+            RowChange::Insert { relation, .. }
+            | RowChange::Update { relation, .. }
+            | RowChange::Delete { relation, .. } => Some(relation),
+            RowChange::Truncate { .. } | RowChange::Message { .. } => None,
+        }
+    }
+
+    /// Whether this change is about the relation `schema.name` (for a
+    /// truncate: whether that relation is among those truncated).
+    pub fn touches(&self, schema: &str, name: &str) -> bool {
+        match self {
+            RowChange::Truncate { relations, .. } => relations
+                .iter()
+                .any(|r| r.schema == schema && r.name == name),
+            RowChange::Message { .. } => false,
+            _ => self
+                .relation()
+                .is_some_and(|r| r.schema == schema && r.name == name),
+        }
+    }
 }
 
 /// A committed source transaction.
@@ -141,12 +182,29 @@ pub struct Transaction {
 }
 
 impl Transaction {
-    /// The version of the change at index `i` of `changes`.
-    pub fn version_of(&self, i: usize) -> Version {
-        Version {
-            commit_lsn: self.commit_lsn,
-            seq: u32::try_from(i + 1).unwrap_or(u32::MAX),
-        }
+    /// The versions of the changes to `schema.name`, in order: the version of
+    /// a change counts only changes to the same relation, so every source of
+    /// history (the WAL decoder, which sees every table, and pgoutput, which
+    /// sees published ones) numbers the same change alike.
+    pub fn versions_for<'a>(
+        &'a self,
+        schema: &'a str,
+        name: &'a str,
+    ) -> impl Iterator<Item = (Version, &'a RowChange)> + 'a {
+        let mut seq = 0u32;
+        self.changes
+            .iter()
+            .filter(move |c| c.touches(schema, name))
+            .map(move |c| {
+                seq = seq.saturating_add(1);
+                (
+                    Version {
+                        commit_lsn: self.commit_lsn,
+                        seq,
+                    },
+                    c,
+                )
+            })
     }
 }
 

@@ -8,10 +8,13 @@
 //!   the resource-manager records logical decoding needs;
 //! - [`tuple`]: heap tuples, varlena values, inline compression and TOAST;
 //! - [`types`]: stored datums to PostgreSQL's text output;
+//! - [`decode`]: records to committed transactions (reorder buffer, TOAST,
+//!   spilling), as PostgreSQL's logical decoding assembles them;
 //! - [`archive`]: WAL segments in object storage (the only async part).
 
 pub mod archive;
 pub mod change;
+pub mod decode;
 pub mod lsn;
 pub mod tuple;
 pub mod types;

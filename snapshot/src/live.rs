@@ -237,6 +237,7 @@ impl LiveStream {
                             name: c.name.to_string(),
                             type_oid: c.type_id,
                             type_modifier: c.type_modifier,
+                            type_name: String::new(),
                             is_key: c.is_key(),
                         })
                         .collect(),
@@ -269,12 +270,19 @@ impl LiveStream {
                 let old = datums(old_tuple, &relation)?;
                 self.push(RowChange::Delete { relation, old })?;
             }
-            LogicalReplicationMessage::Truncate { relation_ids, .. } => {
+            LogicalReplicationMessage::Truncate {
+                relation_ids,
+                flags,
+            } => {
                 let relations = relation_ids
                     .into_iter()
                     .map(|id| self.relation(id))
                     .collect::<Result<Vec<_>, _>>()?;
-                self.push(RowChange::Truncate { relations })?;
+                self.push(RowChange::Truncate {
+                    relations,
+                    cascade: flags & 1 != 0,
+                    restart_seqs: flags & 2 != 0,
+                })?;
             }
             // Type, origin and message records carry nothing to apply.
             _ => {}

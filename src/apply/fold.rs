@@ -213,7 +213,7 @@ impl Fold {
                 };
                 self.entries.insert(map.key(old)?, entry);
             }
-            RowChange::Truncate { .. } => {}
+            RowChange::Truncate { .. } | RowChange::Message { .. } => {}
         }
         Ok(())
     }
@@ -278,6 +278,7 @@ mod tests {
             name: name.into(),
             type_oid,
             type_modifier: -1,
+            type_name: String::new(),
             is_key,
         };
         Arc::new(Relation {
@@ -397,6 +398,7 @@ mod tests {
                 name: "id".into(),
                 type_oid: 23,
                 type_modifier: -1,
+                type_name: String::new(),
                 is_key: true,
             }],
             full_identity: false,

@@ -99,11 +99,7 @@ impl Applier {
         Ok(())
     }
 
-    fn map_for(&mut self, relation: &Arc<Relation>) -> Result<Option<&ColumnMap>> {
-        let source = &self.plan.source;
-        if relation.schema != source.schema || relation.name != source.name {
-            return Ok(None);
-        }
+    fn map_for(&mut self, relation: &Arc<Relation>) -> Result<&ColumnMap> {
         let fresh = match self.maps.get(&relation.oid) {
             Some(map) => !map.is_for(relation),
             None => true,
@@ -112,7 +108,7 @@ impl Applier {
             let map = ColumnMap::new(&self.plan, relation.clone())?;
             self.maps.insert(relation.oid, map);
         }
-        Ok(self.maps.get(&relation.oid))
+        Ok(&self.maps[&relation.oid])
     }
 
     /// Applies committed transactions in order inside `dest`'s transaction.
@@ -125,14 +121,14 @@ impl Applier {
     ) -> Result<BatchOutcome> {
         let mut outcome = BatchOutcome::default();
         let mut fold = Fold::default();
+        let (schema, name) = (
+            self.plan.source.schema.clone(),
+            self.plan.source.name.clone(),
+        );
         for txn in transactions {
-            for (i, change) in txn.changes.iter().enumerate() {
-                let version = txn.version_of(i);
-                if let RowChange::Truncate { relations } = change {
-                    let ours = relations.iter().any(|r| {
-                        r.schema == self.plan.source.schema && r.name == self.plan.source.name
-                    });
-                    if ours {
+            for (version, change) in txn.versions_for(&schema, &name) {
+                match change {
+                    RowChange::Truncate { .. } => {
                         self.flush(dest, &mut fold, watermark, &mut outcome).await?;
                         dest.execute(
                             self.plan.truncate_sql().as_str(),
@@ -142,20 +138,16 @@ impl Applier {
                         .map_err(|e| Error::destination("applying a TRUNCATE", e))?;
                         watermark = watermark.max(Some(version));
                         outcome.truncated = outcome.truncated.max(Some(version));
-                        outcome.changes += 1;
                     }
-                    continue;
-                }
-                let relation = match change {
                     RowChange::Insert { relation, .. }
                     | RowChange::Update { relation, .. }
-                    | RowChange::Delete { relation, .. } => relation,
-                    RowChange::Truncate { .. } => continue,
-                };
-                if let Some(map) = self.map_for(relation)? {
-                    fold.add(map, change, version)?;
-                    outcome.changes += 1;
+                    | RowChange::Delete { relation, .. } => {
+                        let map = self.map_for(relation)?;
+                        fold.add(map, change, version)?;
+                    }
+                    RowChange::Message { .. } => continue,
                 }
+                outcome.changes += 1;
             }
         }
         self.flush(dest, &mut fold, watermark, &mut outcome).await?;

@@ -255,7 +255,7 @@ impl Validator<'_> {
 }
 
 /// Parses `schema.table`, `table` (schema `public`), with optional double quotes.
-pub(crate) fn parse_qualified(text: &str) -> Result<QualifiedName, String> {
+pub fn parse_qualified(text: &str) -> Result<QualifiedName, String> {
     let mut parts = Vec::new();
     let mut chars = text.trim().chars().peekable();
     loop {

@@ -15,7 +15,7 @@ use std::path::PathBuf;
 
 use walfill_snapshot::sql::quote_ident;
 
-pub use load::{load, ConfigError};
+pub use load::{load, parse_qualified, ConfigError};
 pub use secret::PgUrl;
 
 /// A validated configuration.

@@ -75,11 +75,14 @@ impl TestDb {
         connect(&self.url())
     }
 
-    /// Runs SQL, panicking with the statement on failure.
+    /// Runs SQL, panicking with the server's message and the statement on failure.
     pub fn exec(&self, sql: &str) {
-        self.client()
-            .batch_execute(sql)
-            .unwrap_or_else(|e| panic!("{sql}: {e}"));
+        if let Err(e) = self.client().batch_execute(sql) {
+            let message = e
+                .as_db_error()
+                .map_or_else(|| e.to_string(), |d| d.message().to_string());
+            panic!("{message}\nin: {sql}");
+        }
     }
 
     /// The single value `sql` returns, as text.

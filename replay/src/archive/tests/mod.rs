@@ -50,7 +50,7 @@ pub(super) fn fixture() -> &'static Fixture {
         let segments = (7..=9)
             .map(|n| {
                 let name = name(1, n);
-                let file = format!("{}.zst", name.file_name(u64::from(SEG)));
+                let file = format!("wal/{}.zst", name.file_name(u64::from(SEG)));
                 (name, unzstd(&file))
             })
             .collect();

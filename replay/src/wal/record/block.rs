@@ -32,7 +32,19 @@ pub(super) const BKPIMAGE_COMPRESSED: u8 =
     BKPIMAGE_COMPRESS_PGLZ | BKPIMAGE_COMPRESS_LZ4 | BKPIMAGE_COMPRESS_ZSTD;
 
 /// Identity of a relation's files (`RelFileNode` in 15, `RelFileLocator` in 16+).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(
+    Clone,
+    Copy,
+    Debug,
+    Default,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    serde::Serialize,
+    serde::Deserialize,
+)]
 pub struct RelFileLocator {
     /// Tablespace OID (1663 `pg_default`, 1664 `pg_global`; never 0).
     pub spc: u32,

@@ -72,8 +72,9 @@ pub(super) fn basic() -> &'static Fixture {
     static FIXTURE: OnceLock<Fixture> = OnceLock::new();
     FIXTURE.get_or_init(|| {
         let dir = case_dir("basic");
-        let mut names: Vec<String> = std::fs::read_dir(&dir)
-            .unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()))
+        let wal = dir.join("wal");
+        let mut names: Vec<String> = std::fs::read_dir(&wal)
+            .unwrap_or_else(|e| panic!("reading {}: {e}", wal.display()))
             .filter_map(|e| e.ok()?.file_name().into_string().ok())
             .filter(|n| n.len() == 28 && n.ends_with(".zst"))
             .collect();
@@ -81,7 +82,7 @@ pub(super) fn basic() -> &'static Fixture {
         assert!(!names.is_empty(), "no segments in {}", dir.display());
         let segments = names
             .iter()
-            .map(|n| (n[..24].to_string(), unzstd(&dir.join(n))))
+            .map(|n| (n[..24].to_string(), unzstd(&wal.join(n))))
             .collect();
         let text = String::from_utf8(unzstd(&dir.join("waldump.txt.zst"))).expect("waldump text");
         let waldump = text.lines().map(DumpLine::parse).collect();

@@ -1,0 +1,436 @@
+//! From WAL records to committed transactions of row changes, the way
+//! PostgreSQL's logical decoding assembles them.
+//!
+//! [`Decoder::process`] takes records in WAL order. Heap records of known
+//! relations become [`RowChange`]s (tuples decoded with the [`Catalog`]'s
+//! schemas, TOAST values reassembled from the transaction's own toast
+//! inserts), buffered per transaction in a reorder buffer and handed to a
+//! [`Sink`] at commit: begin, each change, commit, in the order of the
+//! commit records. The same transactions PostgreSQL's `test_decoding`
+//! prints come out, with the same changes in the same order.
+//!
+//! # Where decoding starts
+//!
+//! Decoding may start at any record boundary (usually a slot's restart LSN
+//! or a segment start). Transactions that began before the first
+//! running-xacts record (or shutdown checkpoint) cannot be seen whole and
+//! are never emitted; every transaction beginning after it is. Only
+//! transactions whose commit record starts at or after
+//! [`DecodeOptions::emit_from`] are emitted.
+
+mod catalog;
+mod error;
+mod reorder;
+mod row;
+mod spill;
+
+pub use catalog::{Catalog, CatalogSnapshot, NewRelation, RelationSchema};
+pub use error::{ReplayError, SinkError};
+pub use row::{is_supported, UnsupportedColumn};
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+
+use crate::change::{Datum, RowChange};
+use crate::lsn::Lsn;
+use crate::tuple::decode_chunk;
+use crate::wal::{interpret, PgMajor, Record, RmgrId, TupleFragment, WalEvent};
+
+use reorder::ReorderBuffer;
+use row::decode_row;
+
+/// A committed transaction as the sink sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TxnInfo {
+    /// Top-level xid.
+    pub xid: u32,
+    /// LSN of the commit record (start): the version of its changes.
+    pub commit_lsn: Lsn,
+    /// LSN just past the commit record.
+    pub end_lsn: Lsn,
+    /// Commit time, microseconds since 2000-01-01 UTC.
+    pub commit_time: i64,
+}
+
+/// Receives decoded transactions. Errors stop decoding.
+pub trait Sink {
+    /// A committed transaction starts.
+    fn begin(&mut self, txn: &TxnInfo) -> Result<(), SinkError>;
+    /// One of its changes, in order.
+    fn change(&mut self, txn: &TxnInfo, change: RowChange) -> Result<(), SinkError>;
+    /// It ends.
+    fn commit(&mut self, txn: &TxnInfo) -> Result<(), SinkError>;
+    /// A non-transactional logical message, delivered where it was written.
+    fn message(&mut self, lsn: Lsn, prefix: &str, content: &[u8]) -> Result<(), SinkError>;
+}
+
+/// How to decode.
+#[derive(Clone, Debug)]
+pub struct DecodeOptions {
+    /// Emit only transactions whose commit record starts at or after this.
+    pub emit_from: Lsn,
+    /// Buffered changes beyond this many bytes spill to disk.
+    pub memory_limit: usize,
+    /// Where spill files go.
+    pub spill_dir: PathBuf,
+    /// Decode rows of these relation OIDs only (all when `None`).
+    pub only: Option<BTreeSet<u32>>,
+    /// Stop at a value of a type the decoder cannot print (otherwise print a
+    /// marker naming the type and report it in [`Decoder::unsupported`]).
+    pub strict_types: bool,
+}
+
+impl Default for DecodeOptions {
+    fn default() -> Self {
+        DecodeOptions {
+            emit_from: Lsn::INVALID,
+            memory_limit: 256 * 1024 * 1024,
+            spill_dir: std::env::temp_dir(),
+            only: None,
+            strict_types: true,
+        }
+    }
+}
+
+/// Counters of what decoding saw.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DecodeStats {
+    /// Records processed.
+    pub records: u64,
+    /// Transactions emitted.
+    pub transactions: u64,
+    /// Changes emitted.
+    pub changes: u64,
+    /// Transactions whose changes were spilled to disk.
+    pub spilled_transactions: u64,
+    /// Heap records of relation files the catalog does not know.
+    pub unknown_relation_records: u64,
+}
+
+/// Decodes records into transactions.
+pub struct Decoder {
+    catalog: Catalog,
+    options: DecodeOptions,
+    reorder: ReorderBuffer,
+    unsupported: BTreeSet<UnsupportedColumn>,
+    stats: DecodeStats,
+}
+
+impl Decoder {
+    /// A decoder over `catalog`'s relations.
+    pub fn new(catalog: Catalog, options: DecodeOptions) -> Decoder {
+        let reorder = ReorderBuffer::new(
+            options.memory_limit,
+            options.spill_dir.clone(),
+            options.emit_from,
+        );
+        Decoder {
+            catalog,
+            options,
+            reorder,
+            unsupported: BTreeSet::new(),
+            stats: DecodeStats::default(),
+        }
+    }
+
+    /// Columns met whose type could not be printed (non-strict mode).
+    pub fn unsupported(&self) -> &BTreeSet<UnsupportedColumn> {
+        &self.unsupported
+    }
+
+    /// What decoding saw so far.
+    pub fn stats(&self) -> DecodeStats {
+        DecodeStats {
+            spilled_transactions: self.reorder.spilled,
+            ..self.stats
+        }
+    }
+
+    /// Bytes buffered in memory now.
+    pub fn memory(&self) -> usize {
+        self.reorder.memory()
+    }
+
+    /// Transactions begun and not yet finished.
+    pub fn open_transactions(&self) -> usize {
+        self.reorder.open_transactions()
+    }
+
+    /// The catalog, for callers that change it between records.
+    pub fn catalog_mut(&mut self) -> &mut Catalog {
+        &mut self.catalog
+    }
+
+    /// Processes one record.
+    pub fn process(
+        &mut self,
+        record: &Record,
+        major: PgMajor,
+        sink: &mut dyn Sink,
+    ) -> Result<(), ReplayError> {
+        self.stats.records += 1;
+        let lsn = record.lsn;
+        if let Some(top) = record.toplevel_xid {
+            self.reorder.link(record.xid, top, lsn)?;
+        }
+        let top = self.reorder.top(record.xid);
+        let event = interpret(record, major)?;
+        match event {
+            WalEvent::Commit(c) => {
+                let info = TxnInfo {
+                    xid: c.xid,
+                    commit_lsn: lsn,
+                    end_lsn: record.end_lsn,
+                    commit_time: c.commit_time,
+                };
+                let other_db = c.db.is_some_and(|db| db != self.catalog.database);
+                if self.reorder.commit(&info, &c.subxacts, other_db, sink)? {
+                    self.stats.transactions += 1;
+                }
+            }
+            WalEvent::Abort(a) => match a.twophase {
+                Some(_) => self.reorder.abort_prepared(a.xid),
+                None => self.reorder.abort(a.xid, &a.subxacts),
+            },
+            WalEvent::Prepare(p) => self.reorder.prepare(p.xid),
+            WalEvent::Assignment { top, subxacts } => {
+                for sub in subxacts {
+                    self.reorder.link(sub, top, lsn)?;
+                }
+            }
+            WalEvent::RunningXacts(r) => self.reorder.running_xacts(&r),
+            WalEvent::CheckpointShutdown(c) => self.reorder.nothing_running(c.next_full_xid as u32),
+            WalEvent::Insert(ins) => {
+                self.snapshot(top);
+                let Some(tuple) = ins.tuple.as_ref() else {
+                    return Ok(());
+                };
+                if !self.reorder.tracked(top) {
+                    return Ok(());
+                }
+                if ins.on_toast_relation() {
+                    return self.toast_chunk(top, tuple, lsn);
+                }
+                if ins.rel.db != self.catalog.database {
+                    return Ok(());
+                }
+                let Some(rel) = self.relation(&ins.rel) else {
+                    return Ok(());
+                };
+                let new = self.row(&rel, top, tuple, lsn)?;
+                let change = RowChange::Insert {
+                    relation: rel.relation.clone(),
+                    new,
+                };
+                let txn = self.reorder.txn(top);
+                txn.toast.clear();
+                if ins.is_speculative() {
+                    txn.speculative = Some((record.xid, change));
+                } else {
+                    self.add(top, record.xid, change)?;
+                }
+            }
+            WalEvent::MultiInsert(multi) => {
+                self.snapshot(top);
+                if !self.reorder.tracked(top) || multi.rel.db != self.catalog.database {
+                    return Ok(());
+                }
+                if let Some(rel) = self.relation(&multi.rel) {
+                    for tuple in &multi.tuples {
+                        let new = self.row(&rel, top, tuple, lsn)?;
+                        let change = RowChange::Insert {
+                            relation: rel.relation.clone(),
+                            new,
+                        };
+                        self.add(top, record.xid, change)?;
+                    }
+                }
+                if multi.is_last_in_multi() {
+                    self.reorder.txn(top).toast.clear();
+                }
+            }
+            WalEvent::Update(up) => {
+                self.snapshot(top);
+                if !self.reorder.tracked(top) || up.rel.db != self.catalog.database {
+                    return Ok(());
+                }
+                let (Some(rel), Some(new)) = (self.relation(&up.rel), up.new.as_ref()) else {
+                    return Ok(());
+                };
+                let new = self.row(&rel, top, new, lsn)?;
+                let old = match &up.old {
+                    Some(old) => Some(self.row(&rel, top, old, lsn)?),
+                    None => None,
+                };
+                self.reorder.txn(top).toast.clear();
+                let change = RowChange::Update {
+                    relation: rel.relation.clone(),
+                    old,
+                    new,
+                };
+                self.add(top, record.xid, change)?;
+            }
+            WalEvent::Delete(del) => {
+                self.snapshot(top);
+                if !self.reorder.tracked(top) {
+                    return Ok(());
+                }
+                if del.is_super() {
+                    // The speculative insert lost its conflict: forget it.
+                    let txn = self.reorder.txn(top);
+                    txn.speculative = None;
+                    txn.toast.clear();
+                    return Ok(());
+                }
+                if del.rel.db != self.catalog.database {
+                    return Ok(());
+                }
+                let Some(rel) = self.relation(&del.rel) else {
+                    return Ok(());
+                };
+                let old = match &del.old {
+                    Some(old) => self.row(&rel, top, old, lsn)?,
+                    None => Vec::new(),
+                };
+                let change = RowChange::Delete {
+                    relation: rel.relation.clone(),
+                    old,
+                };
+                self.add(top, record.xid, change)?;
+            }
+            WalEvent::Truncate(t) => {
+                self.snapshot(top);
+                if !self.reorder.tracked(top) || t.db != self.catalog.database {
+                    return Ok(());
+                }
+                let relations: Vec<_> = t
+                    .relids
+                    .iter()
+                    .filter_map(|oid| self.catalog.by_oid(*oid))
+                    .filter(|r| self.wanted(r.spec.oid))
+                    .map(|r| r.relation.clone())
+                    .collect();
+                if !relations.is_empty() {
+                    let change = RowChange::Truncate {
+                        relations,
+                        cascade: t.cascade,
+                        restart_seqs: t.restart_seqs,
+                    };
+                    self.add(top, record.xid, change)?;
+                }
+            }
+            WalEvent::Confirm(_) => {
+                self.snapshot(top);
+                let txn = self.reorder.txn(top);
+                if let Some((subxid, change)) = txn.speculative.take() {
+                    self.add(top, subxid, change)?;
+                }
+            }
+            WalEvent::LogicalMessage(m) => {
+                if m.db != self.catalog.database {
+                    return Ok(());
+                }
+                let prefix = String::from_utf8_lossy(&m.prefix).into_owned();
+                if m.transactional {
+                    self.snapshot(top);
+                    if self.reorder.tracked(top) {
+                        let change = RowChange::Message {
+                            prefix,
+                            content: m.payload,
+                        };
+                        self.add(top, record.xid, change)?;
+                    }
+                } else if self.reorder.consistent() && lsn >= self.options.emit_from {
+                    sink.message(lsn, &prefix, &m.payload)
+                        .map_err(ReplayError::Sink)?;
+                }
+            }
+            // An in-place catalog update by a transaction gives it a
+            // snapshot too (PostgreSQL 15-17).
+            WalEvent::Other { rmid, info }
+                if rmid == RmgrId::HEAP && info & 0x70 == 0x70 && record.xid != 0 =>
+            {
+                self.snapshot(top);
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    fn wanted(&self, oid: u32) -> bool {
+        self.options
+            .only
+            .as_ref()
+            .is_none_or(|only| only.contains(&oid))
+    }
+
+    fn relation(
+        &mut self,
+        file: &crate::wal::RelFileLocator,
+    ) -> Option<std::sync::Arc<RelationSchema>> {
+        match self.catalog.by_file(file) {
+            Some(rel) if self.wanted(rel.spec.oid) => Some(rel.clone()),
+            Some(_) => None,
+            None => {
+                self.stats.unknown_relation_records += 1;
+                None
+            }
+        }
+    }
+
+    /// Marks that `top` would have a snapshot in PostgreSQL's decoding.
+    fn snapshot(&mut self, top: u32) {
+        if top != 0 && self.reorder.tracked(top) {
+            self.reorder.txn(top).has_snapshot = true;
+        }
+    }
+
+    fn add(&mut self, top: u32, subxid: u32, change: RowChange) -> Result<(), ReplayError> {
+        self.stats.changes += 1;
+        self.reorder.add(top, subxid, change)
+    }
+
+    fn toast_chunk(
+        &mut self,
+        top: u32,
+        tuple: &TupleFragment,
+        lsn: Lsn,
+    ) -> Result<(), ReplayError> {
+        let chunk = decode_chunk(tuple.infomask2, tuple.infomask, tuple.hoff, &tuple.data)
+            .map_err(|source| ReplayError::Tuple {
+                relation: "a toast table".into(),
+                lsn,
+                source,
+            })?;
+        self.reorder
+            .txn(top)
+            .toast
+            .add_chunk(chunk.chunk_id, chunk.chunk_seq, chunk.data)
+            .map_err(|source| ReplayError::Tuple {
+                relation: "a toast table".into(),
+                lsn,
+                source,
+            })
+    }
+
+    fn row(
+        &mut self,
+        rel: &RelationSchema,
+        top: u32,
+        tuple: &TupleFragment,
+        lsn: Lsn,
+    ) -> Result<Vec<Datum>, ReplayError> {
+        let strict = self.options.strict_types;
+        let unsupported = &mut self.unsupported;
+        let mut report = |column: UnsupportedColumn| {
+            if strict {
+                return Err(ReplayError::Unsupported(column.clone()));
+            }
+            let marker = format!("<unsupported type {}>", column.type_name);
+            unsupported.insert(column);
+            Ok(Datum::Text(marker))
+        };
+        let toast = &self.reorder.txn(top).toast;
+        decode_row(rel, tuple, toast, lsn, &mut report)
+    }
+}

@@ -1,0 +1,317 @@
+//! The reorder buffer: changes grouped by top-level transaction, emitted
+//! whole at commit, in commit order.
+//!
+//! Subtransactions are folded into their top-level transaction as soon as
+//! the WAL ties them to it; a rolled-back subtransaction's changes are
+//! dropped, an aborted transaction's entirely. A prepared transaction waits
+//! for `COMMIT PREPARED`. Memory is bounded: when the buffered changes of
+//! all transactions exceed the limit, the largest transaction's changes go
+//! to a spill file, read back at its commit.
+
+use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
+
+use crate::change::RowChange;
+use crate::lsn::Lsn;
+use crate::tuple::ToastChunks;
+use crate::wal::RunningXacts;
+
+use super::error::ReplayError;
+use super::spill::{change_size, Registry, SpillFile};
+use super::{Sink, TxnInfo};
+
+/// `a` precedes `b` in PostgreSQL's circular xid order.
+pub(crate) fn xid_precedes(a: u32, b: u32) -> bool {
+    (a.wrapping_sub(b) as i32) < 0
+}
+
+/// A change waiting for its transaction's commit.
+#[derive(Debug)]
+struct Buffered {
+    subxid: u32,
+    change: RowChange,
+    size: usize,
+}
+
+/// One open top-level transaction.
+#[derive(Debug, Default)]
+pub(crate) struct Txn {
+    /// Whether PostgreSQL would give it a snapshot (and print it even empty).
+    pub(crate) has_snapshot: bool,
+    changes: Vec<Buffered>,
+    memory: usize,
+    spill: Option<SpillFile>,
+    aborted: HashSet<u32>,
+    prepared: bool,
+    /// TOAST chunks written by the transaction, for its next row.
+    pub(crate) toast: ToastChunks,
+    /// A speculative insert waiting for its confirmation.
+    pub(crate) speculative: Option<(u32, RowChange)>,
+}
+
+/// What the buffer holds and where decoding may start emitting.
+#[derive(Debug)]
+pub(crate) struct ReorderBuffer {
+    txns: HashMap<u32, Txn>,
+    parent: HashMap<u32, u32>,
+    memory: usize,
+    limit: usize,
+    spill_dir: PathBuf,
+    registry: Registry,
+    /// Top-level xids preceding this began before decoding could see them
+    /// whole; `None` until the first running-xacts record.
+    horizon: Option<u32>,
+    emit_from: Lsn,
+    /// Transactions spilled so far (for statistics).
+    pub(crate) spilled: u64,
+}
+
+impl ReorderBuffer {
+    pub(crate) fn new(limit: usize, spill_dir: PathBuf, emit_from: Lsn) -> ReorderBuffer {
+        ReorderBuffer {
+            txns: HashMap::new(),
+            parent: HashMap::new(),
+            memory: 0,
+            limit,
+            spill_dir,
+            registry: Registry::default(),
+            horizon: None,
+            emit_from,
+            spilled: 0,
+        }
+    }
+
+    /// The top-level transaction of `xid`.
+    pub(crate) fn top(&self, xid: u32) -> u32 {
+        self.parent.get(&xid).copied().unwrap_or(xid)
+    }
+
+    /// Whether the changes of top-level `top` are decoded: it began after
+    /// the decoder became able to see transactions whole.
+    pub(crate) fn tracked(&self, top: u32) -> bool {
+        top >= 3 && self.horizon.is_some_and(|h| !xid_precedes(top, h))
+    }
+
+    /// Whether decoding has reached a point from which transactions are
+    /// seen whole.
+    pub(crate) fn consistent(&self) -> bool {
+        self.horizon.is_some()
+    }
+
+    /// The open transaction `top`, created if needed.
+    pub(crate) fn txn(&mut self, top: u32) -> &mut Txn {
+        self.txns.entry(top).or_default()
+    }
+
+    /// Ties subtransaction `sub` to top-level `top`.
+    pub(crate) fn link(&mut self, sub: u32, top: u32, lsn: Lsn) -> Result<(), ReplayError> {
+        if sub == top || sub == 0 || top == 0 {
+            return Ok(());
+        }
+        let top = self.top(top);
+        self.parent.insert(sub, top);
+        if let Some(early) = self.txns.remove(&sub) {
+            // Changes made before the tie was known: only possible for WAL
+            // written without wal_level=logical's top-level xid fragments.
+            if early.spill.is_some() || !early.changes.is_empty() {
+                return Err(ReplayError::Transactions {
+                    lsn,
+                    message: format!(
+                        "subtransaction {sub} wrote changes before it was tied to {top}"
+                    ),
+                });
+            }
+            if early.has_snapshot {
+                self.txn(top).has_snapshot = true;
+            }
+        }
+        Ok(())
+    }
+
+    /// Buffers `change`, made by `subxid` of `top`.
+    pub(crate) fn add(
+        &mut self,
+        top: u32,
+        subxid: u32,
+        change: RowChange,
+    ) -> Result<(), ReplayError> {
+        let size = change_size(&change);
+        let txn = self.txns.entry(top).or_default();
+        txn.has_snapshot = true;
+        txn.changes.push(Buffered {
+            subxid,
+            change,
+            size,
+        });
+        txn.memory += size;
+        self.memory += size;
+        if self.memory > self.limit {
+            self.spill_largest()?;
+        }
+        Ok(())
+    }
+
+    fn spill_largest(&mut self) -> Result<(), ReplayError> {
+        while self.memory > self.limit {
+            let Some((&xid, _)) = self
+                .txns
+                .iter()
+                .filter(|(_, t)| !t.changes.is_empty())
+                .max_by_key(|(_, t)| t.memory)
+            else {
+                return Ok(());
+            };
+            let txn = self.txns.get_mut(&xid).expect("chosen above");
+            if txn.spill.is_none() {
+                txn.spill = Some(SpillFile::create(&self.spill_dir, xid)?);
+                self.spilled += 1;
+            }
+            let spill = txn.spill.as_mut().expect("created above");
+            for b in txn.changes.drain(..) {
+                spill.write(&mut self.registry, b.subxid, &b.change)?;
+            }
+            self.memory -= txn.memory;
+            txn.memory = 0;
+        }
+        Ok(())
+    }
+
+    /// A subtransaction (and its listed children) rolled back, or a whole
+    /// transaction aborted.
+    pub(crate) fn abort(&mut self, xid: u32, subxacts: &[u32]) {
+        let top = self.top(xid);
+        if top == xid {
+            if let Some(txn) = self.txns.remove(&xid) {
+                if !txn.prepared {
+                    self.memory -= txn.memory;
+                } else {
+                    // A prepared transaction only ends with ABORT PREPARED.
+                    self.txns.insert(xid, txn);
+                }
+            }
+            return;
+        }
+        let Some(txn) = self.txns.get_mut(&top) else {
+            return;
+        };
+        let gone: HashSet<u32> = std::iter::once(xid)
+            .chain(subxacts.iter().copied())
+            .collect();
+        let before = txn.memory;
+        txn.changes.retain(|b| !gone.contains(&b.subxid));
+        txn.memory = txn.changes.iter().map(|b| b.size).sum();
+        self.memory -= before - txn.memory;
+        if txn
+            .speculative
+            .as_ref()
+            .is_some_and(|(s, _)| gone.contains(s))
+        {
+            txn.speculative = None;
+        }
+        txn.aborted.extend(gone);
+    }
+
+    /// `PREPARE TRANSACTION`: keep it until COMMIT or ROLLBACK PREPARED.
+    pub(crate) fn prepare(&mut self, xid: u32) {
+        if let Some(txn) = self.txns.get_mut(&xid) {
+            txn.prepared = true;
+        }
+    }
+
+    /// `ROLLBACK PREPARED`.
+    pub(crate) fn abort_prepared(&mut self, xid: u32) {
+        if let Some(txn) = self.txns.remove(&xid) {
+            self.memory -= txn.memory;
+        }
+    }
+
+    /// A commit (or COMMIT PREPARED) of top-level `xid`: emits it whole to
+    /// `sink` unless it is not one this decoding outputs.
+    pub(crate) fn commit(
+        &mut self,
+        info: &TxnInfo,
+        subxacts: &[u32],
+        other_database: bool,
+        sink: &mut dyn Sink,
+    ) -> Result<bool, ReplayError> {
+        for sub in subxacts {
+            self.link(*sub, info.xid, info.commit_lsn)?;
+        }
+        let Some(mut txn) = self.txns.remove(&info.xid) else {
+            return Ok(false);
+        };
+        self.memory -= txn.memory;
+        for sub in subxacts {
+            self.parent.remove(sub);
+        }
+        if other_database || !txn.has_snapshot || info.commit_lsn < self.emit_from {
+            return Ok(false);
+        }
+        sink.begin(info).map_err(ReplayError::Sink)?;
+        let aborted = std::mem::take(&mut txn.aborted);
+        if let Some(mut spill) = txn.spill.take() {
+            spill.replay(&self.registry, &mut |subxid, change| {
+                if aborted.contains(&subxid) {
+                    return Ok(());
+                }
+                sink.change(info, change).map_err(ReplayError::Sink)
+            })?;
+        }
+        for b in txn.changes.drain(..) {
+            if !aborted.contains(&b.subxid) {
+                sink.change(info, b.change).map_err(ReplayError::Sink)?;
+            }
+        }
+        sink.commit(info).map_err(ReplayError::Sink)?;
+        Ok(true)
+    }
+
+    /// A running-xacts record: the first one sets the horizon; each one
+    /// forgets transactions that can no longer be running (their backend
+    /// crashed before writing a commit or abort).
+    pub(crate) fn running_xacts(&mut self, r: &RunningXacts) {
+        if self.horizon.is_none() {
+            self.horizon = Some(r.next_xid);
+        }
+        self.forget_before(r.oldest_running_xid);
+    }
+
+    /// A shutdown checkpoint or end of recovery: nothing but prepared
+    /// transactions is running; `next_xid` is the next xid to be assigned.
+    pub(crate) fn nothing_running(&mut self, next_xid: u32) {
+        if self.horizon.is_none() {
+            self.horizon = Some(next_xid);
+        }
+        self.forget_before(next_xid);
+    }
+
+    fn forget_before(&mut self, oldest: u32) {
+        let gone: Vec<u32> = self
+            .txns
+            .iter()
+            .filter(|(&xid, t)| !t.prepared && xid_precedes(xid, oldest))
+            .map(|(&xid, _)| xid)
+            .collect();
+        for xid in gone {
+            if let Some(txn) = self.txns.remove(&xid) {
+                self.memory -= txn.memory;
+            }
+        }
+        self.parent.retain(|_, top| !xid_precedes(*top, oldest));
+    }
+
+    /// Bytes of changes held in memory now.
+    pub(crate) fn memory(&self) -> usize {
+        self.memory
+            + self
+                .txns
+                .values()
+                .map(|t| t.toast.bytes_held())
+                .sum::<usize>()
+    }
+
+    /// Open (not yet committed) transactions.
+    pub(crate) fn open_transactions(&self) -> usize {
+        self.txns.len()
+    }
+}

@@ -1,0 +1,136 @@
+//! From a WAL tuple to column values in text form.
+
+use crate::change::Datum;
+use crate::lsn::Lsn;
+use crate::tuple::{decompress, deform, RawDatum, ToastChunks, Varlena};
+use crate::types::{output_into, TypeError, TypeInfo};
+use crate::wal::TupleFragment;
+
+use super::catalog::RelationSchema;
+use super::error::ReplayError;
+
+/// A column whose type the decoder cannot print.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct UnsupportedColumn {
+    /// `schema.table`.
+    pub relation: String,
+    /// Column name.
+    pub column: String,
+    /// Type name (`format_type`).
+    pub type_name: String,
+}
+
+/// Decodes `tuple` into one datum per non-dropped column of `rel`.
+///
+/// External TOAST pointers are resolved from `toast` (the chunks the same
+/// transaction wrote); a pointer with no chunks there is a value this change
+/// did not write, reported as [`Datum::Unchanged`]. A value of a type the
+/// decoder cannot print is reported to `unsupported`, which decides whether
+/// to go on (and with what text) or stop.
+pub(crate) fn decode_row(
+    rel: &RelationSchema,
+    tuple: &TupleFragment,
+    toast: &ToastChunks,
+    lsn: Lsn,
+    unsupported: &mut dyn FnMut(UnsupportedColumn) -> Result<Datum, ReplayError>,
+) -> Result<Vec<Datum>, ReplayError> {
+    let tuple_error = |source| ReplayError::Tuple {
+        relation: rel.qualified_name(),
+        lsn,
+        source,
+    };
+    let raw = deform(
+        tuple.infomask2,
+        tuple.infomask,
+        tuple.hoff,
+        &tuple.data,
+        &rel.spec.attrs,
+    )
+    .map_err(|e| tuple_error(e.with_relfilenode(rel.spec.file.rel)))?;
+    let mut out = Vec::with_capacity(rel.relation.columns.len());
+    let mut text = String::new();
+    let spec = &rel.spec;
+    let columns = spec
+        .attrs
+        .attrs
+        .iter()
+        .zip(raw)
+        .zip(&spec.types)
+        .zip(&spec.type_names);
+    for (((attr, raw), ty), type_name) in columns {
+        if attr.dropped {
+            continue;
+        }
+        let bytes = match raw {
+            RawDatum::Null => {
+                out.push(Datum::Null);
+                continue;
+            }
+            RawDatum::Missing => {
+                out.push(attr.missing.clone().map_or(Datum::Null, Datum::Text));
+                continue;
+            }
+            RawDatum::CString(bytes) => {
+                out.push(Datum::Text(String::from_utf8_lossy(bytes).into_owned()));
+                continue;
+            }
+            RawDatum::Fixed(bytes) => std::borrow::Cow::Borrowed(bytes),
+            RawDatum::Varlena(Varlena::Plain(bytes)) => std::borrow::Cow::Borrowed(bytes),
+            RawDatum::Varlena(Varlena::Compressed {
+                method,
+                raw_size,
+                data,
+            }) => std::borrow::Cow::Owned(
+                decompress(method, data, raw_size)
+                    .map_err(|e| tuple_error(e.with_attnum(attr.attnum)))?,
+            ),
+            RawDatum::Varlena(Varlena::External(pointer)) => match toast.resolve(&pointer) {
+                None => {
+                    out.push(Datum::Unchanged);
+                    continue;
+                }
+                Some(resolved) => std::borrow::Cow::Owned(
+                    resolved.map_err(|e| tuple_error(e.with_attnum(attr.attnum)))?,
+                ),
+            },
+        };
+        let Some(ty) = ty else {
+            out.push(unsupported(UnsupportedColumn {
+                relation: rel.qualified_name(),
+                column: attr.name.clone(),
+                type_name: type_name.to_string(),
+            })?);
+            continue;
+        };
+        text.clear();
+        match output_into(ty, &bytes, &mut text) {
+            Ok(()) => out.push(Datum::Text(text.clone())),
+            Err(TypeError::Unsupported { .. }) => out.push(unsupported(UnsupportedColumn {
+                relation: rel.qualified_name(),
+                column: attr.name.clone(),
+                type_name: type_name.to_string(),
+            })?),
+            Err(source) => {
+                return Err(ReplayError::Value {
+                    relation: rel.qualified_name(),
+                    column: attr.name.clone(),
+                    type_name: type_name.to_string(),
+                    lsn,
+                    source,
+                })
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Whether a type is one the decoder prints (for planning: a column of any
+/// other type cannot be replayed).
+pub fn is_supported(ty: &TypeInfo) -> bool {
+    !matches!(ty.kind, crate::types::TypeKind::Unsupported { .. })
+        && match &ty.kind {
+            crate::types::TypeKind::Array { element, .. } => is_supported(element),
+            crate::types::TypeKind::Domain { base } => is_supported(base),
+            _ => true,
+        }
+}

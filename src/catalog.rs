@@ -1,0 +1,276 @@
+//! The decoder's catalog read from the live database: every permanent user
+//! table with its storage layout, types, enum labels and replica identity.
+//!
+//! This describes relations as they are *now*; decoding WAL written before a
+//! schema change needs the catalog journal instead.
+
+use std::collections::HashMap;
+
+use tokio_postgres::Client;
+use walfill_replay::decode::{Catalog, NewRelation, RelationSchema};
+use walfill_replay::tuple::{Align, AttrSchema, RelSchema, Storage};
+use walfill_replay::types::TypeInfo;
+use walfill_replay::wal::RelFileLocator;
+
+use crate::error::{Error, Result};
+
+/// `FirstNormalObjectId`: OIDs below are the system's own objects.
+const FIRST_USER_OID: u32 = 16384;
+/// `pg_default`, the tablespace a database's relations use unless told otherwise.
+const DEFAULT_TABLESPACE: u32 = 1663;
+
+/// Reads the catalog of the database `client` is connected to.
+pub async fn load(client: &Client) -> Result<Catalog> {
+    let failed = |what: &'static str| move |e| Error::destination(what, e);
+    let db = client
+        .query_one(
+            "SELECT oid, dattablespace FROM pg_database WHERE datname = current_database()",
+            &[],
+        )
+        .await
+        .map_err(failed("reading the database's OID"))?;
+    let database: u32 = db.get(0);
+    let db_tablespace: u32 = db.get(1);
+    let types = TypeCatalog::load(client).await?;
+
+    let relations = client
+        .query(
+            "SELECT c.oid, n.nspname::text, c.relname::text, pg_relation_filenode(c.oid),
+                    c.reltablespace, c.relreplident::text,
+                    CASE WHEN c.reltoastrelid <> 0 THEN pg_relation_filenode(c.reltoastrelid) END,
+                    t.reltablespace
+               FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+               LEFT JOIN pg_class t ON t.oid = c.reltoastrelid
+              WHERE c.relkind IN ('r', 'm') AND c.relpersistence = 'p' AND c.oid >= $1",
+            &[&FIRST_USER_OID],
+        )
+        .await
+        .map_err(failed("reading relations"))?;
+    let attributes = client
+        .query(
+            "SELECT a.attrelid, a.attnum, a.attname::text, a.atttypid, a.atttypmod, a.attlen,
+                    a.attbyval, a.attalign::text, a.attstorage::text, a.attisdropped,
+                    CASE WHEN a.atthasmissing THEN a.attmissingval::text END,
+                    CASE WHEN a.attisdropped THEN '' ELSE format_type(a.atttypid, NULL) END
+               FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
+              WHERE a.attnum > 0 AND c.relkind IN ('r', 'm') AND c.relpersistence = 'p'
+                AND c.oid >= $1
+              ORDER BY a.attrelid, a.attnum",
+            &[&FIRST_USER_OID],
+        )
+        .await
+        .map_err(failed("reading columns"))?;
+    let keys = client
+        .query(
+            "SELECT c.oid, array_agg(a.attname::text ORDER BY k.ord)
+               FROM pg_class c
+               JOIN pg_index i ON i.indrelid = c.oid
+                AND ((c.relreplident = 'd' AND i.indisprimary)
+                  OR (c.relreplident = 'i' AND i.indisreplident))
+               CROSS JOIN LATERAL unnest(i.indkey::int2[]) WITH ORDINALITY AS k(attnum, ord)
+               JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum = k.attnum
+              WHERE c.oid >= $1
+              GROUP BY c.oid",
+            &[&FIRST_USER_OID],
+        )
+        .await
+        .map_err(failed("reading replica identities"))?;
+    let keys: HashMap<u32, Vec<String>> = keys.iter().map(|r| (r.get(0), r.get(1))).collect();
+
+    let mut columns: HashMap<u32, Vec<(AttrSchema, Option<TypeInfo>, String)>> = HashMap::new();
+    for a in &attributes {
+        let dropped: bool = a.get(9);
+        let type_oid: u32 = a.get(3);
+        let missing: Option<String> = a.get(10);
+        let attr = AttrSchema {
+            name: a.get(2),
+            attnum: a.get(1),
+            type_oid,
+            typmod: a.get(4),
+            len: a.get(5),
+            byval: a.get(6),
+            align: Align::from_code(code(a.get(7))).unwrap_or(Align::Int),
+            storage: Storage::from_code(code(a.get(8))).unwrap_or(Storage::Plain),
+            dropped,
+            missing: missing.as_deref().and_then(first_array_element),
+        };
+        let ty = (!dropped).then(|| types.info(type_oid));
+        columns
+            .entry(a.get(0))
+            .or_default()
+            .push((attr, ty, a.get(11)));
+    }
+
+    let tablespace = |spc: u32| {
+        if spc == 0 {
+            db_tablespace.max(DEFAULT_TABLESPACE)
+        } else {
+            spc
+        }
+    };
+    let mut catalog = Catalog::new(database);
+    for r in &relations {
+        let oid: u32 = r.get(0);
+        let Some(relfilenode) = r.get::<_, Option<u32>>(3) else {
+            continue;
+        };
+        let cols = columns.remove(&oid).unwrap_or_default();
+        let replident: String = r.get(5);
+        let toast_file = r.get::<_, Option<u32>>(6).map(|rel| RelFileLocator {
+            spc: tablespace(r.get::<_, Option<u32>>(7).unwrap_or(0)),
+            db: database,
+            rel,
+        });
+        let mut attrs = Vec::with_capacity(cols.len());
+        let mut infos = Vec::with_capacity(cols.len());
+        let mut names = Vec::with_capacity(cols.len());
+        for (attr, ty, name) in cols {
+            attrs.push(attr);
+            infos.push(ty);
+            names.push(name);
+        }
+        catalog.insert(RelationSchema::new(NewRelation {
+            oid,
+            schema: r.get(1),
+            name: r.get(2),
+            file: RelFileLocator {
+                spc: tablespace(r.get(4)),
+                db: database,
+                rel: relfilenode,
+            },
+            toast_file,
+            attrs: RelSchema { attrs },
+            types: infos,
+            type_names: names,
+            key: keys.get(&oid).cloned().unwrap_or_default(),
+            full_identity: replident == "f",
+        }));
+    }
+    Ok(catalog)
+}
+
+fn code(text: String) -> u8 {
+    text.bytes().next().unwrap_or(b'?')
+}
+
+/// The one element of a `{...}` array literal, as its type printed it.
+fn first_array_element(literal: &str) -> Option<String> {
+    let inner = literal.strip_prefix('{')?.strip_suffix('}')?;
+    if !inner.starts_with('"') {
+        return (inner != "NULL").then(|| inner.to_string());
+    }
+    let mut out = String::new();
+    let mut chars = inner[1..].chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => out.push(chars.next()?),
+            '"' => return Some(out),
+            c => out.push(c),
+        }
+    }
+    None
+}
+
+/// Every type of the database, to describe the ones columns use.
+struct TypeCatalog {
+    rows: HashMap<u32, TypeRow>,
+    labels: HashMap<u32, HashMap<u32, String>>,
+}
+
+struct TypeRow {
+    kind: u8,
+    len: i16,
+    byval: bool,
+    align: u8,
+    element: u32,
+    base: u32,
+    delimiter: u8,
+    name: String,
+    is_array: bool,
+}
+
+impl TypeCatalog {
+    async fn load(client: &Client) -> Result<TypeCatalog> {
+        let rows = client
+            .query(
+                "SELECT oid, typtype::text, typlen, typbyval, typalign::text, typelem,
+                        typbasetype, typdelim::text, format_type(oid, NULL),
+                        typsubscript = 'array_subscript_handler'::regproc
+                   FROM pg_type",
+                &[],
+            )
+            .await
+            .map_err(|e| Error::destination("reading types", e))?
+            .iter()
+            .map(|r| {
+                (
+                    r.get::<_, u32>(0),
+                    TypeRow {
+                        kind: code(r.get(1)),
+                        len: r.get(2),
+                        byval: r.get(3),
+                        align: code(r.get(4)),
+                        element: r.get(5),
+                        base: r.get(6),
+                        delimiter: code(r.get(7)),
+                        name: r.get(8),
+                        is_array: r.get(9),
+                    },
+                )
+            })
+            .collect();
+        let mut labels: HashMap<u32, HashMap<u32, String>> = HashMap::new();
+        for r in client
+            .query("SELECT enumtypid, oid, enumlabel::text FROM pg_enum", &[])
+            .await
+            .map_err(|e| Error::destination("reading enum labels", e))?
+        {
+            labels
+                .entry(r.get(0))
+                .or_default()
+                .insert(r.get(1), r.get(2));
+        }
+        Ok(TypeCatalog { rows, labels })
+    }
+
+    fn info(&self, oid: u32) -> TypeInfo {
+        self.info_depth(oid, 0)
+    }
+
+    fn info_depth(&self, oid: u32, depth: u32) -> TypeInfo {
+        if let Some(info) = TypeInfo::builtin(oid) {
+            return info;
+        }
+        let Some(row) = self.rows.get(&oid).filter(|_| depth < 8) else {
+            return TypeInfo::unsupported(oid, -1, false, walfill_replay::types::Align::Int, None);
+        };
+        let align = walfill_replay::types::Align::from_typalign(row.align)
+            .unwrap_or(walfill_replay::types::Align::Int);
+        match row.kind {
+            b'e' => TypeInfo::enum_type(oid, self.labels.get(&oid).cloned().unwrap_or_default()),
+            b'd' => TypeInfo::domain(oid, self.info_depth(row.base, depth + 1)),
+            _ if row.is_array && row.element != 0 => {
+                let delimiter = self.rows.get(&row.element).map_or(b',', |e| e.delimiter);
+                TypeInfo::array_of(oid, self.info_depth(row.element, depth + 1), delimiter)
+            }
+            _ => TypeInfo::unsupported(oid, row.len, row.byval, align, Some(row.name.clone())),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::first_array_element;
+
+    #[test]
+    fn missing_values_come_out_of_their_array() {
+        assert_eq!(first_array_element("{5}").as_deref(), Some("5"));
+        assert_eq!(
+            first_array_element(r#"{"a \"b\" \\c"}"#).as_deref(),
+            Some(r#"a "b" \c"#)
+        );
+        assert_eq!(first_array_element("{NULL}"), None);
+        assert_eq!(first_array_element(r#"{"NULL"}"#).as_deref(), Some("NULL"));
+        assert_eq!(first_array_element("{t}").as_deref(), Some("t"));
+    }
+}
