@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what building and testing walfill needs and a fresh Debian machine may
 # lack: PostgreSQL 15 server binaries with test_decoding, psql, and a C toolchain
-# with cmake for the TLS crate. Does nothing when everything is present.
+# with cmake for the TLS crate, zstd, and GNU time for the benchmarks' memory
+# figures. Does nothing when everything is present.
 . "$(dirname "$0")/lib.sh"
 
 missing=()
@@ -11,6 +12,7 @@ command -v cc >/dev/null || missing+=(gcc)
 command -v cmake >/dev/null || missing+=(cmake)
 command -v zstd >/dev/null || missing+=(zstd)
 command -v runuser >/dev/null || missing+=(util-linux)
+[ -x /usr/bin/time ] || missing+=(time)
 
 if [ "${#missing[@]}" -gt 0 ]; then
   log "installing: ${missing[*]}"

@@ -2,7 +2,9 @@
 //! PostgreSQL's `test_decoding` plugin prints (default options), so anyone
 //! can diff the two.
 
+use rustc_hash::FxHashMap as HashMap;
 use std::io::Write;
+use std::sync::Arc;
 
 use walfill_replay::change::{Datum, Relation, RowChange};
 use walfill_replay::decode::{Sink, SinkError, TxnInfo};
@@ -40,36 +42,73 @@ pub(super) fn commit_time(micros: i64) -> String {
         .unwrap_or_else(|| micros.to_string())
 }
 
+/// The fixed parts of a relation's lines, quoted once.
+struct Labels {
+    /// Keeps the relation (and so the address it is cached under) alive.
+    _relation: Arc<Relation>,
+    /// `schema.name`, quoted.
+    qualified: String,
+    /// ` column[type]:` for each column.
+    columns: Vec<String>,
+}
+
 /// Prints what `test_decoding` prints.
 pub(super) struct TestDecoding<W: Write> {
     out: W,
+    labels: HashMap<*const Relation, Labels>,
 }
 
 impl<W: Write> TestDecoding<W> {
     pub(super) fn new(out: W) -> Self {
-        TestDecoding { out }
+        TestDecoding {
+            out,
+            labels: HashMap::default(),
+        }
     }
 
     pub(super) fn into_inner(self) -> W {
         self.out
     }
 
+    fn labels(
+        labels: &mut HashMap<*const Relation, Labels>,
+        relation: &Arc<Relation>,
+    ) -> *const Relation {
+        let key = Arc::as_ptr(relation);
+        labels.entry(key).or_insert_with(|| Labels {
+            _relation: relation.clone(),
+            qualified: qualified(relation),
+            columns: relation
+                .columns
+                .iter()
+                .map(|c| format!(" {}[{}]:", quote_identifier(&c.name), c.type_name))
+                .collect(),
+        });
+        key
+    }
+
+    fn head(&mut self, relation: &Arc<Relation>, action: &str) -> std::io::Result<()> {
+        let key = Self::labels(&mut self.labels, relation);
+        self.out.write_all(b"table ")?;
+        self.out.write_all(self.labels[&key].qualified.as_bytes())?;
+        self.out.write_all(b": ")?;
+        self.out.write_all(action.as_bytes())?;
+        self.out.write_all(b":")
+    }
+
     fn tuple(
         &mut self,
-        relation: &Relation,
+        relation: &Arc<Relation>,
         values: &[Datum],
         skip_nulls: bool,
     ) -> std::io::Result<()> {
-        for (column, value) in relation.columns.iter().zip(values) {
+        let key = Self::labels(&mut self.labels, relation);
+        let labels = &self.labels[&key];
+        for ((column, label), value) in relation.columns.iter().zip(&labels.columns).zip(values) {
             if skip_nulls && *value == Datum::Null {
                 continue;
             }
-            write!(
-                self.out,
-                " {}[{}]:",
-                quote_identifier(&column.name),
-                column.type_name
-            )?;
+            self.out.write_all(label.as_bytes())?;
             match value {
                 Datum::Null => self.out.write_all(b"null")?,
                 Datum::Unchanged => self.out.write_all(b"unchanged-toast-datum")?,
@@ -82,7 +121,17 @@ impl<W: Write> TestDecoding<W> {
                     16 => self
                         .out
                         .write_all(if text == "t" { b"true" } else { b"false" })?,
-                    _ => write!(self.out, "'{}'", text.replace('\'', "''"))?,
+                    _ => {
+                        self.out.write_all(b"'")?;
+                        let mut rest = text.as_str();
+                        while let Some(i) = rest.find('\'') {
+                            self.out.write_all(&rest.as_bytes()[..=i])?;
+                            self.out.write_all(b"'")?;
+                            rest = &rest[i + 1..];
+                        }
+                        self.out.write_all(rest.as_bytes())?;
+                        self.out.write_all(b"'")?;
+                    }
                 },
             }
         }
@@ -99,11 +148,11 @@ impl<W: Write> Sink for TestDecoding<W> {
     fn change(&mut self, _txn: &TxnInfo, change: RowChange) -> Result<(), SinkError> {
         match &change {
             RowChange::Insert { relation, new } => {
-                write!(self.out, "table {}: INSERT:", qualified(relation))?;
+                self.head(relation, "INSERT")?;
                 self.tuple(relation, new, false)?;
             }
             RowChange::Update { relation, old, new } => {
-                write!(self.out, "table {}: UPDATE:", qualified(relation))?;
+                self.head(relation, "UPDATE")?;
                 if let Some(old) = old {
                     self.out.write_all(b" old-key:")?;
                     self.tuple(relation, old, true)?;
@@ -112,7 +161,7 @@ impl<W: Write> Sink for TestDecoding<W> {
                 self.tuple(relation, new, false)?;
             }
             RowChange::Delete { relation, old } => {
-                write!(self.out, "table {}: DELETE:", qualified(relation))?;
+                self.head(relation, "DELETE")?;
                 if old.is_empty() {
                     self.out.write_all(b" (no-tuple-data)")?;
                 } else {

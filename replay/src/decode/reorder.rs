@@ -8,7 +8,7 @@
 //! all transactions exceed the limit, the largest transaction's changes go
 //! to a spill file, read back at its commit.
 
-use std::collections::{HashMap, HashSet};
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::path::PathBuf;
 
 use crate::change::RowChange;
@@ -17,7 +17,7 @@ use crate::tuple::ToastChunks;
 use crate::wal::RunningXacts;
 
 use super::error::ReplayError;
-use super::spill::{change_size, Registry, SpillFile};
+use super::spill::{push_frame, Frames, Registry, SpillFile};
 use super::{Sink, TxnInfo};
 
 /// `a` precedes `b` in PostgreSQL's circular xid order.
@@ -25,21 +25,13 @@ pub(crate) fn xid_precedes(a: u32, b: u32) -> bool {
     (a.wrapping_sub(b) as i32) < 0
 }
 
-/// A change waiting for its transaction's commit.
-#[derive(Debug)]
-struct Buffered {
-    subxid: u32,
-    change: RowChange,
-    size: usize,
-}
-
 /// One open top-level transaction.
 #[derive(Debug, Default)]
 pub(crate) struct Txn {
     /// Whether PostgreSQL would give it a snapshot (and print it even empty).
     pub(crate) has_snapshot: bool,
-    changes: Vec<Buffered>,
-    memory: usize,
+    /// Buffered changes, encoded as frames.
+    frames: Frames,
     spill: Option<SpillFile>,
     aborted: HashSet<u32>,
     prepared: bool,
@@ -58,6 +50,8 @@ pub(crate) struct ReorderBuffer {
     limit: usize,
     spill_dir: PathBuf,
     registry: Registry,
+    /// Where a change is encoded before it joins its transaction's frames.
+    scratch: Vec<u8>,
     /// Top-level xids preceding this began before decoding could see them
     /// whole; `None` until the first running-xacts record.
     horizon: Option<u32>,
@@ -69,12 +63,13 @@ pub(crate) struct ReorderBuffer {
 impl ReorderBuffer {
     pub(crate) fn new(limit: usize, spill_dir: PathBuf, emit_from: Lsn) -> ReorderBuffer {
         ReorderBuffer {
-            txns: HashMap::new(),
-            parent: HashMap::new(),
+            txns: HashMap::default(),
+            parent: HashMap::default(),
             memory: 0,
             limit,
             spill_dir,
             registry: Registry::default(),
+            scratch: Vec::new(),
             horizon: None,
             emit_from,
             spilled: 0,
@@ -113,7 +108,7 @@ impl ReorderBuffer {
         if let Some(early) = self.txns.remove(&sub) {
             // Changes made before the tie was known: only possible for WAL
             // written without wal_level=logical's top-level xid fragments.
-            if early.spill.is_some() || !early.changes.is_empty() {
+            if early.spill.is_some() || !early.frames.is_empty() {
                 return Err(ReplayError::Transactions {
                     lsn,
                     message: format!(
@@ -135,16 +130,11 @@ impl ReorderBuffer {
         subxid: u32,
         change: RowChange,
     ) -> Result<(), ReplayError> {
-        let size = change_size(&change);
+        self.scratch.clear();
+        push_frame(&mut self.scratch, &mut self.registry, subxid, &change);
         let txn = self.txns.entry(top).or_default();
         txn.has_snapshot = true;
-        txn.changes.push(Buffered {
-            subxid,
-            change,
-            size,
-        });
-        txn.memory += size;
-        self.memory += size;
+        self.memory += txn.frames.push(&self.scratch);
         if self.memory > self.limit {
             self.spill_largest()?;
         }
@@ -156,8 +146,8 @@ impl ReorderBuffer {
             let Some((&xid, _)) = self
                 .txns
                 .iter()
-                .filter(|(_, t)| !t.changes.is_empty())
-                .max_by_key(|(_, t)| t.memory)
+                .filter(|(_, t)| !t.frames.is_empty())
+                .max_by_key(|(_, t)| t.frames.capacity())
             else {
                 return Ok(());
             };
@@ -167,11 +157,7 @@ impl ReorderBuffer {
                 self.spilled += 1;
             }
             let spill = txn.spill.as_mut().expect("created above");
-            for b in txn.changes.drain(..) {
-                spill.write(&mut self.registry, b.subxid, &b.change)?;
-            }
-            self.memory -= txn.memory;
-            txn.memory = 0;
+            self.memory -= txn.frames.spill_to(spill)?;
         }
         Ok(())
     }
@@ -182,11 +168,11 @@ impl ReorderBuffer {
         let top = self.top(xid);
         if top == xid {
             if let Some(txn) = self.txns.remove(&xid) {
-                if !txn.prepared {
-                    self.memory -= txn.memory;
-                } else {
+                if txn.prepared {
                     // A prepared transaction only ends with ABORT PREPARED.
                     self.txns.insert(xid, txn);
+                } else {
+                    self.memory -= txn.frames.capacity();
                 }
             }
             return;
@@ -194,21 +180,16 @@ impl ReorderBuffer {
         let Some(txn) = self.txns.get_mut(&top) else {
             return;
         };
-        let gone: HashSet<u32> = std::iter::once(xid)
-            .chain(subxacts.iter().copied())
-            .collect();
-        let before = txn.memory;
-        txn.changes.retain(|b| !gone.contains(&b.subxid));
-        txn.memory = txn.changes.iter().map(|b| b.size).sum();
-        self.memory -= before - txn.memory;
+        // The subtransaction's buffered changes are skipped at commit.
+        let gone = std::iter::once(xid).chain(subxacts.iter().copied());
+        txn.aborted.extend(gone);
         if txn
             .speculative
             .as_ref()
-            .is_some_and(|(s, _)| gone.contains(s))
+            .is_some_and(|(s, _)| txn.aborted.contains(s))
         {
             txn.speculative = None;
         }
-        txn.aborted.extend(gone);
     }
 
     /// `PREPARE TRANSACTION`: keep it until COMMIT or ROLLBACK PREPARED.
@@ -221,7 +202,7 @@ impl ReorderBuffer {
     /// `ROLLBACK PREPARED`.
     pub(crate) fn abort_prepared(&mut self, xid: u32) {
         if let Some(txn) = self.txns.remove(&xid) {
-            self.memory -= txn.memory;
+            self.memory -= txn.frames.capacity();
         }
     }
 
@@ -240,7 +221,7 @@ impl ReorderBuffer {
         let Some(mut txn) = self.txns.remove(&info.xid) else {
             return Ok(false);
         };
-        self.memory -= txn.memory;
+        self.memory -= txn.frames.capacity();
         for sub in subxacts {
             self.parent.remove(sub);
         }
@@ -257,11 +238,12 @@ impl ReorderBuffer {
                 sink.change(info, change).map_err(ReplayError::Sink)
             })?;
         }
-        for b in txn.changes.drain(..) {
-            if !aborted.contains(&b.subxid) {
-                sink.change(info, b.change).map_err(ReplayError::Sink)?;
+        txn.frames.read(&self.registry, &mut |subxid, change| {
+            if aborted.contains(&subxid) {
+                return Ok(());
             }
-        }
+            sink.change(info, change).map_err(ReplayError::Sink)
+        })?;
         sink.commit(info).map_err(ReplayError::Sink)?;
         Ok(true)
     }
@@ -294,7 +276,7 @@ impl ReorderBuffer {
             .collect();
         for xid in gone {
             if let Some(txn) = self.txns.remove(&xid) {
-                self.memory -= txn.memory;
+                self.memory -= txn.frames.capacity();
             }
         }
         self.parent.retain(|_, top| !xid_precedes(*top, oldest));

@@ -48,7 +48,6 @@ pub(crate) fn decode_row(
     )
     .map_err(|e| tuple_error(e.with_relfilenode(rel.spec.file.rel)))?;
     let mut out = Vec::with_capacity(rel.relation.columns.len());
-    let mut text = String::new();
     let spec = &rel.spec;
     let columns = spec
         .attrs
@@ -102,9 +101,9 @@ pub(crate) fn decode_row(
             })?);
             continue;
         };
-        text.clear();
+        let mut text = String::with_capacity(bytes.len() + 8);
         match output_into(ty, &bytes, &mut text) {
-            Ok(()) => out.push(Datum::Text(text.clone())),
+            Ok(()) => out.push(Datum::Text(text)),
             Err(TypeError::Unsupported { .. }) => out.push(unsupported(UnsupportedColumn {
                 relation: rel.qualified_name(),
                 column: attr.name.clone(),

@@ -1,11 +1,14 @@
-//! Spilling a large transaction's changes to disk, and reading them back.
+//! Buffered changes as frames, in memory and spilled to disk.
 //!
-//! A spill file is a sequence of frames `[u32 length][payload]`, each payload
-//! one change with the subtransaction that made it. Relations are written as
-//! numbers into the decoder's registry of relation descriptions, so a change
-//! reads back with the very description it was decoded with.
+//! The reorder buffer keeps each transaction's changes encoded: a sequence
+//! of frames `[u32 length][payload]`, each payload one change with the
+//! subtransaction that made it. That is compact (no allocation per value)
+//! and makes the memory bound exact; spilling appends the frames to a file
+//! as they are. Relations are written as numbers into the decoder's registry
+//! of relation descriptions, so a change reads back with the very
+//! description it was decoded with.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 use std::fs::File;
 use std::io::{BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
@@ -44,7 +47,6 @@ impl Registry {
 pub(crate) struct SpillFile {
     path: PathBuf,
     writer: Option<BufWriter<File>>,
-    count: u64,
 }
 
 impl SpillFile {
@@ -62,30 +64,17 @@ impl SpillFile {
         Ok(SpillFile {
             path,
             writer: Some(BufWriter::with_capacity(1 << 16, file)),
-            count: 0,
         })
     }
 
-    /// Appends one change.
-    pub(crate) fn write(
-        &mut self,
-        registry: &mut Registry,
-        subxid: u32,
-        change: &RowChange,
-    ) -> Result<(), ReplayError> {
-        let mut payload = Vec::with_capacity(256);
-        put_u32(&mut payload, subxid);
-        encode(&mut payload, registry, change);
+    /// Appends encoded frames (see [`push_frame`]).
+    pub(crate) fn append(&mut self, frames: &[u8]) -> Result<(), ReplayError> {
         let writer = self.writer.as_mut().ok_or_else(|| {
             spill_error(&self.path, std::io::Error::other("written after reading"))
         })?;
-        let len = u32::try_from(payload.len()).unwrap_or(u32::MAX);
         writer
-            .write_all(&len.to_le_bytes())
-            .and_then(|()| writer.write_all(&payload))
-            .map_err(|source| spill_error(&self.path, source))?;
-        self.count += 1;
-        Ok(())
+            .write_all(frames)
+            .map_err(|source| spill_error(&self.path, source))
     }
 
     /// Reads every change back in order, calling `each(subxid, change)`.
@@ -102,28 +91,132 @@ impl SpillFile {
         let file = File::open(&self.path).map_err(|source| spill_error(&self.path, source))?;
         let mut reader = BufReader::with_capacity(1 << 16, file);
         let mut frame = Vec::new();
-        for _ in 0..self.count {
+        loop {
             let mut len = [0u8; 4];
-            reader
-                .read_exact(&mut len)
-                .map_err(|source| spill_error(&self.path, source))?;
+            match reader.read_exact(&mut len) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(()),
+                Err(source) => return Err(spill_error(&self.path, source)),
+            }
             frame.resize(u32::from_le_bytes(len) as usize, 0);
             reader
                 .read_exact(&mut frame)
                 .map_err(|source| spill_error(&self.path, source))?;
-            let mut input = frame.as_slice();
-            let decoded = get_u32(&mut input)
-                .and_then(|subxid| decode(&mut input, registry).map(|c| (subxid, c)));
-            let (subxid, change) = decoded.ok_or_else(|| {
-                spill_error(
-                    &self.path,
-                    std::io::Error::new(std::io::ErrorKind::InvalidData, "malformed frame"),
-                )
-            })?;
+            let (subxid, change) = decode_frame(&frame, registry)
+                .ok_or_else(|| spill_error(&self.path, malformed()))?;
             each(subxid, change)?;
+        }
+    }
+}
+
+fn malformed() -> std::io::Error {
+    std::io::Error::new(std::io::ErrorKind::InvalidData, "malformed frame")
+}
+
+/// Appends one change made by `subxid` as a frame.
+pub(crate) fn push_frame(
+    buf: &mut Vec<u8>,
+    registry: &mut Registry,
+    subxid: u32,
+    change: &RowChange,
+) {
+    let start = buf.len();
+    put_u32(buf, 0);
+    put_u32(buf, subxid);
+    encode(buf, registry, change);
+    let len = u32::try_from(buf.len() - start - 4).unwrap_or(u32::MAX);
+    buf[start..start + 4].copy_from_slice(&len.to_le_bytes());
+}
+
+/// Size of the blocks a transaction's frames are kept in: growing one big
+/// vector would copy it, and briefly need twice its memory, at each doubling.
+const BLOCK: usize = 1 << 20;
+
+/// A transaction's buffered frames, in blocks of about [`BLOCK`] bytes.
+#[derive(Debug, Default)]
+pub(crate) struct Frames {
+    blocks: Vec<Vec<u8>>,
+    capacity: usize,
+}
+
+impl Frames {
+    /// Appends the frames in `encoded`; returns the memory it took.
+    pub(crate) fn push(&mut self, encoded: &[u8]) -> usize {
+        let before = self.capacity;
+        let fits = self
+            .blocks
+            .last()
+            .is_some_and(|b| b.capacity() - b.len() >= encoded.len());
+        if !fits {
+            let block = Vec::with_capacity(BLOCK.max(encoded.len()));
+            self.capacity += block.capacity();
+            self.blocks.push(block);
+        }
+        if let Some(block) = self.blocks.last_mut() {
+            block.extend_from_slice(encoded);
+        }
+        self.capacity - before
+    }
+
+    /// Memory held.
+    pub(crate) fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// Whether nothing is buffered.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.blocks.is_empty()
+    }
+
+    /// Writes every frame to `spill` and empties the buffer; returns the
+    /// memory released.
+    pub(crate) fn spill_to(&mut self, spill: &mut SpillFile) -> Result<usize, ReplayError> {
+        for block in &self.blocks {
+            spill.append(block)?;
+        }
+        let released = self.capacity;
+        *self = Frames::default();
+        Ok(released)
+    }
+
+    /// Calls `each(subxid, change)` for every frame, in order.
+    pub(crate) fn read(
+        &self,
+        registry: &Registry,
+        each: &mut dyn FnMut(u32, RowChange) -> Result<(), ReplayError>,
+    ) -> Result<(), ReplayError> {
+        for block in &self.blocks {
+            read_frames(block, registry, each)?;
         }
         Ok(())
     }
+}
+
+/// Calls `each(subxid, change)` for every frame in `frames`.
+pub(crate) fn read_frames(
+    mut frames: &[u8],
+    registry: &Registry,
+    each: &mut dyn FnMut(u32, RowChange) -> Result<(), ReplayError>,
+) -> Result<(), ReplayError> {
+    while !frames.is_empty() {
+        let frame = get_bytes(&mut frames).ok_or_else(|| ReplayError::Spill {
+            path: "(memory)".into(),
+            source: malformed(),
+        })?;
+        let (subxid, change) = decode_frame(frame, registry).ok_or_else(|| ReplayError::Spill {
+            path: "(memory)".into(),
+            source: malformed(),
+        })?;
+        each(subxid, change)?;
+    }
+    Ok(())
+}
+
+fn decode_frame(frame: &[u8], registry: &Registry) -> Option<(u32, RowChange)> {
+    let mut input = frame;
+    let subxid = get_u32(&mut input)?;
+    let change = decode(&mut input, registry)?;
+    Some((subxid, change))
 }
 
 impl Drop for SpillFile {
@@ -288,25 +381,6 @@ fn decode(input: &mut &[u8], registry: &Registry) -> Option<RowChange> {
     })
 }
 
-/// Approximate memory a buffered change holds, for the memory bound.
-pub(crate) fn change_size(change: &RowChange) -> usize {
-    let datums = |d: &[Datum]| {
-        d.iter()
-            .map(|d| match d {
-                Datum::Text(t) => 32 + t.len(),
-                _ => 32,
-            })
-            .sum::<usize>()
-    };
-    96 + match change {
-        RowChange::Insert { new, .. } => datums(new),
-        RowChange::Update { old, new, .. } => old.as_deref().map_or(0, datums) + datums(new),
-        RowChange::Delete { old, .. } => datums(old),
-        RowChange::Truncate { relations, .. } => 8 * relations.len(),
-        RowChange::Message { prefix, content } => prefix.len() + content.len(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -357,10 +431,29 @@ mod tests {
             },
         ];
         let mut registry = Registry::default();
-        let mut file = SpillFile::create(&std::env::temp_dir(), 42).unwrap();
+        let mut frames = Vec::new();
         for (i, c) in changes.iter().enumerate() {
-            file.write(&mut registry, i as u32, c).unwrap();
+            push_frame(&mut frames, &mut registry, i as u32, c);
         }
+        let mut in_memory = Vec::new();
+        read_frames(&frames, &registry, &mut |sub, c| {
+            in_memory.push((sub, c));
+            Ok(())
+        })
+        .unwrap();
+        let mut file = SpillFile::create(&std::env::temp_dir(), 42).unwrap();
+        let half = frames.len() / 2;
+        let cut = {
+            // Append in two pieces cut at a frame boundary.
+            let mut at = 0;
+            while at < half {
+                let len = u32::from_le_bytes(frames[at..at + 4].try_into().unwrap()) as usize;
+                at += 4 + len;
+            }
+            at
+        };
+        file.append(&frames[..cut]).unwrap();
+        file.append(&frames[cut..]).unwrap();
         let path = file.path.clone();
         let mut back = Vec::new();
         file.replay(&registry, &mut |sub, c| {
@@ -368,6 +461,7 @@ mod tests {
             Ok(())
         })
         .unwrap();
+        assert_eq!(back, in_memory);
         assert_eq!(back.len(), changes.len());
         for (i, (sub, c)) in back.iter().enumerate() {
             assert_eq!(*sub, i as u32);
