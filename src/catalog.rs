@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 
 use tokio_postgres::Client;
-use walfill_replay::decode::{Catalog, NewRelation, RelationSchema};
+use walfill_replay::decode::{Catalog, NewRelation, RelationSchema, TypeRow, TypeRows};
 use walfill_replay::tuple::{Align, AttrSchema, RelSchema, Storage};
 use walfill_replay::types::TypeInfo;
 use walfill_replay::wal::RelFileLocator;
@@ -31,7 +31,7 @@ pub async fn load(client: &Client) -> Result<Catalog> {
         .map_err(failed("reading the database's OID"))?;
     let database: u32 = db.get(0);
     let db_tablespace: u32 = db.get(1);
-    let types = TypeCatalog::load(client).await?;
+    let types = load_types(client).await?;
 
     let relations = client
         .query(
@@ -171,91 +171,48 @@ fn first_array_element(literal: &str) -> Option<String> {
     None
 }
 
-/// Every type of the database, to describe the ones columns use.
-struct TypeCatalog {
-    rows: HashMap<u32, TypeRow>,
-    labels: HashMap<u32, HashMap<u32, String>>,
-}
-
-struct TypeRow {
-    kind: u8,
-    len: i16,
-    byval: bool,
-    align: u8,
-    element: u32,
-    base: u32,
-    delimiter: u8,
-    name: String,
-    is_array: bool,
-}
-
-impl TypeCatalog {
-    async fn load(client: &Client) -> Result<TypeCatalog> {
-        let rows = client
-            .query(
-                "SELECT oid, typtype::text, typlen, typbyval, typalign::text, typelem,
-                        typbasetype, typdelim::text, format_type(oid, NULL),
-                        typsubscript = 'array_subscript_handler'::regproc
-                   FROM pg_type",
-                &[],
-            )
-            .await
-            .map_err(|e| Error::destination("reading types", e))?
-            .iter()
-            .map(|r| {
-                (
-                    r.get::<_, u32>(0),
-                    TypeRow {
-                        kind: code(r.get(1)),
-                        len: r.get(2),
-                        byval: r.get(3),
-                        align: code(r.get(4)),
-                        element: r.get(5),
-                        base: r.get(6),
-                        delimiter: code(r.get(7)),
-                        name: r.get(8),
-                        is_array: r.get(9),
-                    },
-                )
-            })
-            .collect();
-        let mut labels: HashMap<u32, HashMap<u32, String>> = HashMap::new();
-        for r in client
-            .query("SELECT enumtypid, oid, enumlabel::text FROM pg_enum", &[])
-            .await
-            .map_err(|e| Error::destination("reading enum labels", e))?
-        {
-            labels
-                .entry(r.get(0))
-                .or_default()
-                .insert(r.get(1), r.get(2));
-        }
-        Ok(TypeCatalog { rows, labels })
+/// Every type of the database (with enum labels).
+async fn load_types(client: &Client) -> Result<TypeRows> {
+    let mut labels: HashMap<u32, Vec<(u32, String)>> = HashMap::new();
+    for r in client
+        .query(
+            "SELECT enumtypid, oid, enumlabel::text FROM pg_enum ORDER BY enumsortorder",
+            &[],
+        )
+        .await
+        .map_err(|e| Error::destination("reading enum labels", e))?
+    {
+        labels
+            .entry(r.get(0))
+            .or_default()
+            .push((r.get(1), r.get(2)));
     }
-
-    fn info(&self, oid: u32) -> TypeInfo {
-        self.info_depth(oid, 0)
-    }
-
-    fn info_depth(&self, oid: u32, depth: u32) -> TypeInfo {
-        if let Some(info) = TypeInfo::builtin(oid) {
-            return info;
+    let rows = client
+        .query(
+            "SELECT oid, format_type(oid, NULL), typtype::text, typlen, typbyval, typalign::text,
+                    typelem, typbasetype, typdelim::text,
+                    typsubscript = 'array_subscript_handler'::regproc
+               FROM pg_type",
+            &[],
+        )
+        .await
+        .map_err(|e| Error::destination("reading types", e))?;
+    Ok(TypeRows::new(rows.iter().map(|r| {
+        let oid: u32 = r.get(0);
+        TypeRow {
+            oid,
+            name: r.get(1),
+            kind: r.get(2),
+            len: r.get(3),
+            byval: r.get(4),
+            align: r.get(5),
+            elem: r.get(6),
+            base: r.get(7),
+            delim: r.get(8),
+            is_array: r.get(9),
+            labels: labels.remove(&oid).unwrap_or_default(),
         }
-        let Some(row) = self.rows.get(&oid).filter(|_| depth < 8) else {
-            return TypeInfo::unsupported(oid, -1, false, walfill_replay::types::Align::Int, None);
-        };
-        let align = walfill_replay::types::Align::from_typalign(row.align)
-            .unwrap_or(walfill_replay::types::Align::Int);
-        match row.kind {
-            b'e' => TypeInfo::enum_type(oid, self.labels.get(&oid).cloned().unwrap_or_default()),
-            b'd' => TypeInfo::domain(oid, self.info_depth(row.base, depth + 1)),
-            _ if row.is_array && row.element != 0 => {
-                let delimiter = self.rows.get(&row.element).map_or(b',', |e| e.delimiter);
-                TypeInfo::array_of(oid, self.info_depth(row.element, depth + 1), delimiter)
-            }
-            _ => TypeInfo::unsupported(oid, row.len, row.byval, align, Some(row.name.clone())),
-        }
-    }
+    })))
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use walfill_replay::Lsn;
 
 use crate::decode::Format;
+use crate::planner::PathChoice;
 
 fn parse_lsn(text: &str) -> Result<Lsn, String> {
     text.parse()
@@ -74,17 +75,38 @@ pub enum Command {
 
     /// Build the configured version of a target and publish it.
     ///
-    /// Creates the version's slot with an exported snapshot (its consistent
-    /// point is the boundary), copies the table in keyset chunks into
-    /// SCHEMA.TARGET__VERSION, applies the live stream until caught up, and
-    /// swaps the view. Interrupt it or kill it at any time: running it again
-    /// resumes from the saved cursor and slot position.
+    /// Creates the version's slot (its consistent point is the boundary) and
+    /// fills SCHEMA.TARGET__VERSION up to it: by replaying the archived WAL
+    /// from the table's creation or a base snapshot, when the archive covers
+    /// it, or else by copying a snapshot of the table in keyset chunks (and
+    /// storing those rows in the archive as a base snapshot). Then applies
+    /// the live stream until caught up and swaps the view. Interrupt it or
+    /// kill it at any time: running it again resumes where it stopped.
     Backfill {
         /// The target to build.
         target: String,
         /// Stop once caught up, without swapping the view (see `walfill swap`).
         #[arg(long)]
         no_swap: bool,
+        /// How to fill the version: `replay` decodes archived WAL and never
+        /// reads the source table; `snapshot` copies the table; `auto`
+        /// replays when the archive covers the table (see `walfill plan`)
+        /// and copies otherwise, also when a replay finds the archive
+        /// cannot serve it.
+        #[arg(long, value_enum, default_value_t = PathChoice::Auto)]
+        path: PathChoice,
+    },
+
+    /// Say how `walfill backfill TARGET` would fill the target's version
+    /// now, and why: replay from the archive (from the table's creation or
+    /// from a base snapshot), or a snapshot of the table. Reads only the
+    /// catalog and the archive.
+    Plan {
+        /// The target.
+        target: String,
+        /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
     },
 
     /// Show every target: active version, versions in flight, phase, rows

@@ -39,6 +39,10 @@ pub enum Error {
     /// WAL could not be decoded: names the LSN and segment file.
     #[error("{0}")]
     Decode(String),
+    /// The archived history cannot serve a replay (a missing or damaged
+    /// segment, a table the journal lost track of): a snapshot can.
+    #[error("{0}")]
+    History(String),
     /// Checks found problems; each names its fix.
     #[error("{}", format_problems(.0))]
     Problems(Vec<String>),

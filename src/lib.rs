@@ -14,6 +14,7 @@
 //! sources may overlap and arrive in any interleaving with the same result.
 
 pub mod apply;
+pub mod base;
 pub mod catalog;
 pub mod cli;
 pub mod config;
@@ -22,6 +23,7 @@ pub mod decode;
 pub mod error;
 pub mod job;
 pub mod plan;
+pub mod planner;
 pub mod progress;
 pub mod retire;
 pub mod setup;

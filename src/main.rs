@@ -8,7 +8,7 @@ use tokio_util::sync::CancellationToken;
 use walfill::cli::{Cli, Command};
 use walfill::config::{self, Config, PgUrl};
 use walfill::error::{Error, Result};
-use walfill::{db, decode, job, retire, setup, state, status, swap, telemetry};
+use walfill::{db, decode, job, planner, retire, setup, state, status, swap, telemetry};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -102,10 +102,15 @@ async fn run(command: Command, config: Option<Config>) -> Result<u8> {
     let config = config.ok_or_else(|| Error::State("no configuration".into()))?;
     match command {
         Command::Setup => setup::setup(&config).await?,
-        Command::Backfill { target, no_swap } => {
-            let options = job::BackfillOptions { no_swap };
+        Command::Backfill {
+            target,
+            no_swap,
+            path,
+        } => {
+            let options = job::BackfillOptions { no_swap, path };
             Box::pin(job::backfill(&config, &target, &options, &cancel)).await?
         }
+        Command::Plan { target, json } => planner::plan(&config, &target, json).await?,
         Command::Status { json } => status::status(&config, json).await?,
         Command::Swap { target, version } => {
             config.target(&target)?;

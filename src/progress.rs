@@ -20,20 +20,36 @@ pub struct Progress {
 }
 
 impl Progress {
-    /// Starts reporting `label`, out of `total` units when known.
+    /// Starts reporting `label`, out of `total` rows when known.
     pub fn new(label: impl Into<String>, total: Option<u64>, done: u64) -> Progress {
-        let label = label.into();
+        Progress::with_template(
+            label.into(),
+            total,
+            done,
+            "{msg} [{bar:30}] {human_pos}/{human_len} rows, {per_sec}, ETA {eta}",
+        )
+    }
+
+    /// Starts reporting `label`, out of `total` bytes (of WAL) when known.
+    pub fn bytes(label: impl Into<String>, total: Option<u64>, done: u64) -> Progress {
+        Progress::with_template(
+            label.into(),
+            total,
+            done,
+            "{msg} [{bar:30}] {binary_bytes}/{binary_total_bytes}, {binary_bytes_per_sec}, ETA {eta}",
+        )
+    }
+
+    fn with_template(label: String, total: Option<u64>, done: u64, template: &str) -> Progress {
         let bar = std::io::stderr().is_terminal().then(|| {
             let bar = match total {
                 Some(t) => ProgressBar::new(t.max(done)),
                 None => ProgressBar::new_spinner(),
             };
             bar.set_style(
-                ProgressStyle::with_template(
-                    "{msg} [{bar:30}] {human_pos}/{human_len} rows, {per_sec}, ETA {eta}",
-                )
-                .unwrap_or_else(|_| ProgressStyle::default_bar())
-                .progress_chars("=> "),
+                ProgressStyle::with_template(template)
+                    .unwrap_or_else(|_| ProgressStyle::default_bar())
+                    .progress_chars("=> "),
             );
             bar.set_message(label.clone());
             bar.set_position(done);

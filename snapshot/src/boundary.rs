@@ -47,7 +47,8 @@ pub struct Boundary {
     /// The consistent point: rows in the snapshot are versioned at this LSN and
     /// the slot streams transactions committing from here on.
     pub lsn: Lsn,
-    /// The exported snapshot, for `SET TRANSACTION SNAPSHOT`.
+    /// The exported snapshot, for `SET TRANSACTION SNAPSHOT` (empty when
+    /// none was exported).
     pub snapshot: String,
     /// The connection that exported it; keep it idle while the snapshot is used.
     pub connection: ReplicationConnection,
@@ -65,10 +66,29 @@ impl Boundary {
         slot: &str,
         temporary: bool,
     ) -> Result<Boundary, SnapshotError> {
+        Boundary::create_with(replication_url, slot, temporary, true)
+    }
+
+    /// Creates slot `slot` (pgoutput) without exporting a snapshot, for a
+    /// version whose rows come from elsewhere (archived WAL): no snapshot
+    /// holds back the source's vacuum while the version is filled.
+    pub fn create_without_snapshot(
+        replication_url: &str,
+        slot: &str,
+    ) -> Result<Boundary, SnapshotError> {
+        Boundary::create_with(replication_url, slot, false, false)
+    }
+
+    fn create_with(
+        replication_url: &str,
+        slot: &str,
+        temporary: bool,
+        export: bool,
+    ) -> Result<Boundary, SnapshotError> {
         let mut connection = ReplicationConnection::connect(replication_url)?;
         let options = ReplicationSlotOptions {
             temporary,
-            snapshot: Some("export".into()),
+            snapshot: Some(if export { "export" } else { "nothing" }.into()),
             ..Default::default()
         };
         let result = connection
@@ -88,9 +108,15 @@ impl Boundary {
                 "CREATE_REPLICATION_SLOT returned {lsn_text:?} as consistent point"
             ))
         })?;
-        let snapshot = result.get_value(0, 2).ok_or_else(|| {
-            SnapshotError::Protocol("CREATE_REPLICATION_SLOT exported no snapshot".into())
-        })?;
+        let snapshot = match result.get_value(0, 2) {
+            Some(name) => name,
+            None if !export => String::new(),
+            None => {
+                return Err(SnapshotError::Protocol(
+                    "CREATE_REPLICATION_SLOT exported no snapshot".into(),
+                ))
+            }
+        };
         Ok(Boundary {
             slot: slot.to_string(),
             lsn,

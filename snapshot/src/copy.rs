@@ -158,6 +158,14 @@ pub struct ChunkData {
 }
 
 impl ChunkData {
+    /// The rows, each as its fields in COPY order (`None` for NULL).
+    pub fn rows(&self) -> impl Iterator<Item = Result<Vec<Option<String>>, SnapshotError>> + '_ {
+        self.parts
+            .iter()
+            .flat_map(|part| part.split_inclusive(|b| *b == b'\n'))
+            .map(split_copy_line)
+    }
+
     /// Writes the rows into `sink` and finishes it; returns the rows written.
     pub async fn write_to(&self, sink: CopyInSink<Bytes>) -> Result<u64, SnapshotError> {
         pin_mut!(sink);

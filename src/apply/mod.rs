@@ -117,38 +117,56 @@ impl Applier {
         &mut self,
         dest: &DestTransaction<'_>,
         transactions: &[Transaction],
-        mut watermark: Option<Version>,
+        watermark: Option<Version>,
     ) -> Result<BatchOutcome> {
-        let mut outcome = BatchOutcome::default();
-        let mut fold = Fold::default();
         let (schema, name) = (
             self.plan.source.schema.clone(),
             self.plan.source.name.clone(),
         );
-        for txn in transactions {
-            for (version, change) in txn.versions_for(&schema, &name) {
-                match change {
-                    RowChange::Truncate { .. } => {
-                        self.flush(dest, &mut fold, watermark, &mut outcome).await?;
-                        dest.execute(
-                            self.plan.truncate_sql().as_str(),
-                            &[&version.commit_lsn.to_string(), &(version.seq as i32)],
-                        )
-                        .await
-                        .map_err(|e| Error::destination("applying a TRUNCATE", e))?;
-                        watermark = watermark.max(Some(version));
-                        outcome.truncated = outcome.truncated.max(Some(version));
-                    }
-                    RowChange::Insert { relation, .. }
-                    | RowChange::Update { relation, .. }
-                    | RowChange::Delete { relation, .. } => {
-                        let map = self.map_for(relation)?;
-                        fold.add(map, change, version)?;
-                    }
-                    RowChange::Message { .. } => continue,
+        let changes: Vec<(Version, &RowChange)> = transactions
+            .iter()
+            .flat_map(|t| t.versions_for(&schema, &name))
+            .collect();
+        self.apply_versioned(dest, changes, watermark).await
+    }
+
+    /// Applies changes of the plan's table, each with its version, in the
+    /// order they were made (within one transaction, by version) inside
+    /// `dest`'s transaction. A transaction may be split across calls.
+    pub async fn apply_versioned<'c>(
+        &mut self,
+        dest: &DestTransaction<'_>,
+        changes: impl IntoIterator<Item = (Version, &'c RowChange)>,
+        mut watermark: Option<Version>,
+    ) -> Result<BatchOutcome> {
+        let mut outcome = BatchOutcome::default();
+        let mut fold = Fold::default();
+        for (version, change) in changes {
+            match change {
+                RowChange::Truncate { .. } => {
+                    self.flush(dest, &mut fold, watermark, &mut outcome).await?;
+                    dest.execute(
+                        self.plan.truncate_sql().as_str(),
+                        &[&version.commit_lsn.to_string(), &(version.seq as i32)],
+                    )
+                    .await
+                    .map_err(|e| Error::destination("applying a TRUNCATE", e))?;
+                    watermark = watermark.max(Some(version));
+                    outcome.truncated = outcome.truncated.max(Some(version));
                 }
-                outcome.changes += 1;
+                RowChange::Insert { relation, .. }
+                | RowChange::Update { relation, .. }
+                | RowChange::Delete { relation, .. } => {
+                    let source = &self.plan.source;
+                    if relation.schema != source.schema || relation.name != source.name {
+                        continue;
+                    }
+                    let map = self.map_for(relation)?;
+                    fold.add(map, change, version)?;
+                }
+                RowChange::Message { .. } => continue,
             }
+            outcome.changes += 1;
         }
         self.flush(dest, &mut fold, watermark, &mut outcome).await?;
         Ok(outcome)
@@ -227,7 +245,19 @@ impl Applier {
         let mark = watermark.unwrap_or_default();
         let params: [&(dyn tokio_postgres::types::ToSql + Sync); 2] =
             [&mark.commit_lsn.to_string(), &(mark.seq as i32)];
-        for statement in [&sql.upsert, &sql.tombstone] {
+        // A batch none of whose keys is stored yet (a fresh table, new rows)
+        // is stored with plain inserts: no row can conflict.
+        let stored = dest
+            .query_opt(sql.any_stored.as_str(), &[])
+            .await
+            .map_err(|e| Error::destination(context, e))?
+            .is_some();
+        let statements = if stored {
+            [&sql.upsert, &sql.tombstone]
+        } else {
+            [&sql.insert_fresh, &sql.tombstone_fresh]
+        };
+        for statement in statements {
             dest.execute(statement.as_str(), &params)
                 .await
                 .map_err(|e| Error::destination(context, e))?;

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use toml::Spanned;
 
 use super::raw::{RawConfig, RawTarget};
-use super::{BackfillSettings, Config, PgUrl, QualifiedName, Target};
+use super::{ArchiveSettings, BackfillSettings, Config, PgUrl, QualifiedName, Target};
 
 /// PostgreSQL's identifier limit (NAMEDATALEN - 1).
 const MAX_IDENTIFIER: usize = 63;
@@ -69,7 +69,27 @@ pub(crate) fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
             Err(_) => source.clone(),
         },
     };
-    let archive = raw.archive.as_ref().map(|a| a.url.get_ref().clone());
+    let archive = match &raw.archive {
+        Some(a) => {
+            let url = a.url.get_ref();
+            walfill_replay::archive::Archive::open(url)
+                .map_err(|e| v.invalid(Some(a.url.span()), &format!("archive.url {url:?}: {e}")))?;
+            Some(url.clone())
+        }
+        None => None,
+    };
+    let archive_settings = ArchiveSettings {
+        base_snapshots: raw
+            .archive
+            .as_ref()
+            .and_then(|a| a.base_snapshots)
+            .unwrap_or(true),
+        wait_seconds: raw
+            .archive
+            .as_ref()
+            .and_then(|a| a.wait_seconds)
+            .unwrap_or(300),
+    };
 
     let b = &raw.backfill;
     let publication = match &b.publication {
@@ -111,6 +131,7 @@ pub(crate) fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
         source,
         destination,
         archive,
+        archive_settings,
         backfill,
         targets,
     })

@@ -29,6 +29,8 @@ pub struct Config {
     pub destination: PgUrl,
     /// Where archived WAL and base snapshots live, when configured.
     pub archive: Option<String>,
+    /// How the archive is used (`[archive]` knobs other than the URL).
+    pub archive_settings: ArchiveSettings,
     /// Knobs of the backfill jobs.
     pub backfill: BackfillSettings,
     /// The derived tables, in file order.
@@ -73,6 +75,17 @@ impl Config {
         }
         names.iter().map(|n| self.target(n)).collect()
     }
+}
+
+/// How backfills use the archive.
+#[derive(Clone, Debug)]
+pub struct ArchiveSettings {
+    /// Whether snapshot backfills store the rows they copy in the archive as
+    /// a base snapshot, for later versions to replay from.
+    pub base_snapshots: bool,
+    /// How long a replay waits for the source's WAL up to its boundary to
+    /// reach the archive.
+    pub wait_seconds: u64,
 }
 
 /// Knobs of backfill and sync jobs (`[backfill]` in the file).

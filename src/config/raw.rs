@@ -28,6 +28,8 @@ pub(super) struct RawDatabase {
 #[serde(deny_unknown_fields)]
 pub(super) struct RawArchive {
     pub(super) url: Spanned<String>,
+    pub(super) base_snapshots: Option<bool>,
+    pub(super) wait_seconds: Option<u64>,
 }
 
 /// `[backfill]`.

@@ -10,7 +10,7 @@ mod format;
 mod keywords;
 mod run;
 
-pub use run::{DecodeRun, Format};
+pub use run::{change_budget, DecodeRun, Format, READ_AHEAD};
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -100,19 +100,21 @@ pub async fn decode(args: DecodeArgs) -> Result<u8> {
         }
     };
     let archive = Archive::open(&args.archive)?;
+    let segment_size = archive.segment_size().await?;
     let options = DecodeOptions {
         emit_from: args.from,
-        memory_limit: args.memory_mb.saturating_mul(1024 * 1024),
+        memory_limit: run::change_budget(args.memory_mb.saturating_mul(1024 * 1024), segment_size),
         spill_dir: args.spill_dir.clone().unwrap_or_else(std::env::temp_dir),
         only,
         strict_types: false,
+        unsupported_as_null: false,
+        journal_only: false,
     };
     let run = DecodeRun {
         archive,
         restart_from: args.restart_from.unwrap_or(args.from),
         to: args.to,
         format: args.format,
-        skip_empty: args.table.is_some(),
     };
     let runtime = tokio::runtime::Handle::current();
     let outcome = tokio::task::spawn_blocking(move || run.run(&runtime, catalog, options))
@@ -135,6 +137,18 @@ pub async fn decode(args: DecodeArgs) -> Result<u8> {
              or tables dropped since)"
         );
     }
+    for lost in &outcome.lost {
+        eprintln!(
+            "warning: changes of {} after {} were not decoded: {}",
+            if lost.name.is_empty() {
+                "some table"
+            } else {
+                &lost.name
+            },
+            lost.lsn,
+            lost.reason
+        );
+    }
     for column in &outcome.unsupported {
         eprintln!(
             "warning: column {}.{} has type {}, which walfill cannot decode; its values are \
@@ -142,5 +156,11 @@ pub async fn decode(args: DecodeArgs) -> Result<u8> {
             column.relation, column.column, column.type_name, column.type_name
         );
     }
-    Ok(if outcome.unsupported.is_empty() { 0 } else { 3 })
+    Ok(
+        if outcome.unsupported.is_empty() && outcome.lost.is_empty() {
+            0
+        } else {
+            3
+        },
+    )
 }

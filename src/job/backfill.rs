@@ -11,12 +11,14 @@ use walfill_snapshot::{Boundary, ReplicationConnection, SnapshotError};
 
 use super::copy::{copy_snapshot, Pace, Snapshot};
 use super::follow::{Follower, Stop};
+use super::path::{self, ReplayJob};
 use super::source::{current_wal_lsn, require_publication, slot_exists};
 use crate::apply::Applier;
 use crate::config::Config;
 use crate::db::{self, Role};
 use crate::error::{Error, Result};
 use crate::plan::{self, Definition, Plan};
+use crate::planner::PathChoice;
 use crate::state::{self, NewVersion, Phase, VersionState};
 use crate::swap;
 
@@ -25,6 +27,8 @@ use crate::swap;
 pub struct BackfillOptions {
     /// Stop when caught up instead of swapping the view.
     pub no_swap: bool,
+    /// How the version is built.
+    pub path: PathChoice,
 }
 
 /// Builds (or resumes) the configured version of target `name`.
@@ -80,7 +84,7 @@ pub async fn backfill(
         &def.target,
         Some(&def.version),
         "backfill_started",
-        serde_json::json!({ "phase": state.phase.as_str(), "path": "snapshot" }),
+        serde_json::json!({ "phase": state.phase.as_str(), "path": state.path }),
     )
     .await?;
 
@@ -92,7 +96,7 @@ pub async fn backfill(
         cancel,
     };
     let mut dest = dest;
-    let result = job.run(&mut dest, state).await;
+    let result = Box::pin(job.run(&mut dest, state)).await;
     match &result {
         Err(Error::Interrupted) => {
             tracing::warn!(
@@ -165,8 +169,41 @@ struct Job<'a> {
 impl Job<'_> {
     /// Runs the remaining phases.
     async fn run(&mut self, dest: &mut Client, mut state: VersionState) -> Result<()> {
-        let applier = Applier::new(self.plan.clone());
+        let mut applier = Applier::new(self.plan.clone());
         let mut stream_conn = None;
+        if state.phase == Phase::Planned {
+            path::choose(
+                self.config,
+                &self.source,
+                dest,
+                &self.plan,
+                &mut state,
+                self.options.path,
+            )
+            .await?;
+        } else if state.phase == Phase::Replaying && self.options.path == PathChoice::Snapshot {
+            path::fall_back(dest, &mut state, "asked for with --path snapshot").await?;
+        }
+        if state.path == "replay" && matches!(state.phase, Phase::Planned | Phase::Replaying) {
+            let job = ReplayJob {
+                config: self.config,
+                source: &self.source,
+                plan: &self.plan,
+                cancel: self.cancel,
+            };
+            match job.run(dest, &mut applier, &mut state).await {
+                Ok(conn) => stream_conn = conn,
+                Err(Error::History(reason)) if self.options.path == PathChoice::Auto => {
+                    path::fall_back(dest, &mut state, &reason).await?;
+                }
+                Err(Error::History(reason)) => {
+                    return Err(Error::State(format!(
+                        "the replay cannot go on: {reason}; run without --path replay to build                          the version from a snapshot"
+                    )))
+                }
+                Err(e) => return Err(e),
+            }
+        }
         if matches!(state.phase, Phase::Planned | Phase::Copying) {
             stream_conn = self.copy(dest, &applier, &mut state).await?;
         }
@@ -235,6 +272,9 @@ impl Job<'_> {
                 serde_json::json!({ "slot": slot, "lsn": boundary.lsn.to_string() }),
             )
             .await?;
+            let mut base =
+                super::base::writer(self.config, &self.source, &self.plan, &slot, boundary.lsn)
+                    .await;
             copy_snapshot(
                 &mut self.source,
                 dest,
@@ -245,9 +285,15 @@ impl Job<'_> {
                     boundary: boundary.lsn,
                 },
                 pace,
+                &mut base,
                 self.cancel,
             )
             .await?;
+            if let Some(writer) = base {
+                if let Err(e) = writer.finish().await {
+                    tracing::warn!(error = %e, "the base snapshot could not be completed");
+                }
+            }
             stream_conn = Some(boundary.connection);
         } else {
             // The snapshot died with the previous run: continue from the
@@ -257,6 +303,12 @@ impl Job<'_> {
             let boundary = Boundary::create(&url, &temporary, true)?;
             state.set_copy_boundary(&*dest, boundary.lsn).await?;
             state::record_event(&*dest, &state.target, Some(&state.version), "copy_resumed", serde_json::json!({ "after": state.copy_cursor, "snapshot_lsn": boundary.lsn.to_string() })).await?;
+            if self.config.archive.is_some() && self.config.archive_settings.base_snapshots {
+                tracing::info!(
+                    "the copy was interrupted, so it leaves no base snapshot; the next snapshot \
+                     backfill of this table will"
+                );
+            }
             copy_snapshot(
                 &mut self.source,
                 dest,
@@ -267,6 +319,7 @@ impl Job<'_> {
                     boundary: boundary.lsn,
                 },
                 pace,
+                &mut None,
                 self.cancel,
             )
             .await?;

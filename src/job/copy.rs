@@ -10,6 +10,7 @@ use walfill_snapshot::sql::quote_literal;
 use walfill_snapshot::{KeysetChunk, SnapshotError};
 
 use crate::apply::Applier;
+use crate::base::BaseWriter;
 use crate::error::{Error, Result};
 use crate::progress::Progress;
 use crate::state::VersionState;
@@ -32,7 +33,9 @@ pub(super) struct Pace {
 }
 
 /// Copies the rest of the table (after the saved cursor) as seen by
-/// `snapshot`.
+/// `snapshot`, handing each stored chunk to `base` when writing a base
+/// snapshot (a failure there is logged and ends the base, not the copy).
+#[allow(clippy::too_many_arguments)]
 pub(super) async fn copy_snapshot(
     source: &mut Client,
     dest: &mut Client,
@@ -40,6 +43,7 @@ pub(super) async fn copy_snapshot(
     state: &mut VersionState,
     snapshot: Snapshot<'_>,
     pace: Pace,
+    base: &mut Option<BaseWriter>,
     cancel: &CancellationToken,
 ) -> Result<()> {
     let chunk_rows = pace.chunk_rows;
@@ -115,6 +119,12 @@ pub(super) async fn copy_snapshot(
         let (stored, fetched) = tokio::join!(store, fetch);
         stored?;
         let fetched = fetched?;
+        if let Some(writer) = base.as_mut() {
+            if let Err(e) = writer.add(&pending, boundary).await {
+                tracing::warn!(error = %e, "giving up the base snapshot; the copy goes on");
+                *base = None;
+            }
+        }
         rate = progress.advance(rows, started.elapsed());
         if let Some(cap) = pace.max_rows_per_second {
             let wanted = std::time::Duration::from_secs_f64(rows as f64 / f64::from(cap));

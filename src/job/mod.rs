@@ -2,8 +2,11 @@
 //! of built versions.
 
 mod backfill;
+mod base;
 mod copy;
 mod follow;
+mod path;
+mod replay;
 mod source;
 mod sync;
 

@@ -48,6 +48,12 @@ pub struct BatchSql {
     pub upsert: String,
     /// Stores tombstones for deletes and rows the filter rejects. Same parameters.
     pub tombstone: String,
+    /// Returns a row when some key of the batch is already stored.
+    pub any_stored: String,
+    /// [`Self::upsert`] for a batch none of whose keys is stored: plain inserts.
+    pub insert_fresh: String,
+    /// [`Self::tombstone`] for such a batch.
+    pub tombstone_fresh: String,
 }
 
 impl Plan {
@@ -326,20 +332,24 @@ impl Plan {
                 )),
             )
         };
-        let upsert = format!(
-            "INSERT INTO {table} AS s ({columns}) \
-             SELECT t.*{hidden}, m._walfill_lsn, m._walfill_seq, false \
-             FROM (SELECT {select} FROM {rows}) AS t \
-             JOIN {work} AS m ON ({m}) = ({t}) AND m._walfill_op = 'u' \
-             WHERE {newer} {conflict}",
-            columns = self.insert_columns(false),
-            hidden = self.hidden_values("m"),
-            select = self.def.select,
-            rows = self.source_rows(" WHERE _walfill_op = 'u' AND _walfill_pass"),
-            m = self.keys_of("m"),
-            t = self.keys_of("t"),
-            conflict = self.upsert_conflict(false),
-        );
+        let watermark = "(m._walfill_lsn, m._walfill_seq) > ($1::text::pg_lsn, $2::integer)";
+        let upsert_with = |condition: &str, conflict: &str| {
+            format!(
+                "INSERT INTO {table} AS s ({columns}) \
+                 SELECT t.*{hidden}, m._walfill_lsn, m._walfill_seq, false \
+                 FROM (SELECT {select} FROM {rows}) AS t \
+                 JOIN {work} AS m ON ({m}) = ({t}) AND m._walfill_op = 'u' \
+                 WHERE {condition} {conflict}",
+                columns = self.insert_columns(false),
+                hidden = self.hidden_values("m"),
+                select = self.def.select,
+                rows = self.source_rows(" WHERE _walfill_op = 'u' AND _walfill_pass"),
+                m = self.keys_of("m"),
+                t = self.keys_of("t"),
+            )
+        };
+        let upsert = upsert_with(&newer, &self.upsert_conflict(false));
+        let insert_fresh = upsert_with(watermark, "");
         let tombstone_hidden: String = self
             .hidden
             .iter()
@@ -350,13 +360,22 @@ impl Plan {
                 )
             })
             .collect();
-        let tombstone = format!(
-            "INSERT INTO {table} AS s ({columns}) \
-             SELECT {m}{tombstone_hidden}, m._walfill_lsn, m._walfill_seq, true \
-             FROM {work} AS m WHERE (m._walfill_op = 'd' OR NOT m._walfill_pass) AND {newer} {conflict}",
-            columns = self.insert_columns(true),
-            m = self.keys_of("m"),
-            conflict = self.upsert_conflict(true),
+        let tombstone_with = |condition: &str, conflict: &str| {
+            format!(
+                "INSERT INTO {table} AS s ({columns}) \
+                 SELECT {m}{tombstone_hidden}, m._walfill_lsn, m._walfill_seq, true \
+                 FROM {work} AS m WHERE (m._walfill_op = 'd' OR NOT m._walfill_pass) \
+                 AND {condition} {conflict}",
+                columns = self.insert_columns(true),
+                m = self.keys_of("m"),
+            )
+        };
+        let tombstone = tombstone_with(&newer, &self.upsert_conflict(true));
+        let tombstone_fresh = tombstone_with(watermark, "");
+        let any_stored = format!(
+            "SELECT 1 FROM {work} AS w WHERE (SELECT 1 FROM {table} AS x WHERE ({x}) = ({w})) IS NOT NULL LIMIT 1",
+            x = self.keys_of("x"),
+            w = self.keys_of("w"),
         );
         BatchSql {
             pass,
@@ -364,6 +383,9 @@ impl Plan {
             unfilled,
             upsert,
             tombstone,
+            any_stored,
+            insert_fresh,
+            tombstone_fresh,
         }
     }
 

@@ -5,6 +5,7 @@
 //! after them; a batch of applied changes and the LSN after them; a view swap
 //! and the record of which version is active.
 
+mod replay;
 mod version;
 
 pub use version::{NewVersion, Phase, VersionState};

@@ -56,3 +56,9 @@ CREATE TABLE IF NOT EXISTS walfill.events (
     kind               text        NOT NULL,
     detail             jsonb       NOT NULL DEFAULT '{}'
 );
+
+-- Added with replay backfills.
+ALTER TABLE walfill.versions ADD COLUMN IF NOT EXISTS restart_lsn pg_lsn;
+ALTER TABLE walfill.versions ADD COLUMN IF NOT EXISTS replay_base jsonb;
+ALTER TABLE walfill.versions ADD COLUMN IF NOT EXISTS path_reason text;
+ALTER TABLE walfill.versions ADD COLUMN IF NOT EXISTS replayed_lsn pg_lsn;

@@ -15,6 +15,8 @@ pub enum Phase {
     Planned,
     /// Copying the snapshot into the staging table.
     Copying,
+    /// Replaying archived WAL into the staging table.
+    Replaying,
     /// Applying the live stream until caught up.
     CatchingUp,
     /// Caught up, not yet swapped in.
@@ -33,6 +35,7 @@ impl Phase {
         match self {
             Phase::Planned => "planned",
             Phase::Copying => "copying",
+            Phase::Replaying => "replaying",
             Phase::CatchingUp => "catching_up",
             Phase::Ready => "ready",
             Phase::Active => "active",
@@ -60,6 +63,7 @@ impl FromStr for Phase {
         Ok(match s {
             "planned" => Phase::Planned,
             "copying" => Phase::Copying,
+            "replaying" => Phase::Replaying,
             "catching_up" => Phase::CatchingUp,
             "ready" => Phase::Ready,
             "active" => Phase::Active,
@@ -91,6 +95,17 @@ pub struct VersionState {
     pub key_columns: Vec<String>,
     /// Phase.
     pub phase: Phase,
+    /// How the version is built: `snapshot` or `replay`.
+    pub path: String,
+    /// Why that path (the planner's reason).
+    pub path_reason: Option<String>,
+    /// Where the replay starts (JSON), for a replayed version.
+    pub replay_base: Option<serde_json::Value>,
+    /// Where decoding starts: the replay's start, or (for a snapshot
+    /// version) the slot's restart LSN, kept in the base snapshot.
+    pub restart_lsn: Option<Lsn>,
+    /// Commit LSN of the last replayed transaction stored.
+    pub replayed_lsn: Option<Lsn>,
     /// The version's logical slot.
     pub slot_name: String,
     /// The slot's consistent point.
@@ -125,7 +140,7 @@ const COLUMNS: &str = "target, version, dest_schema, table_name, source_table, s
     filter_sql, key_columns, phase, slot_name, boundary_lsn::text, copy_boundary_lsn::text,
     copy_cursor, rows_copied, rows_estimated, copy_rate, applied_lsn::text, changes_applied,
     truncated_lsn::text, truncated_seq, last_error, created_at::text, swapped_at::text,
-    updated_at::text";
+    updated_at::text, path, path_reason, replay_base, restart_lsn::text, replayed_lsn::text";
 
 fn lsn(row: &Row, i: usize) -> Option<Lsn> {
     row.get::<_, Option<String>>(i).and_then(|t| t.parse().ok())
@@ -162,6 +177,11 @@ impl VersionState {
             created_at: row.get(21),
             swapped_at: row.get(22),
             updated_at: row.get(23),
+            path: row.get(24),
+            path_reason: row.get(25),
+            replay_base: row.get(26),
+            restart_lsn: lsn(row, 27),
+            replayed_lsn: lsn(row, 28),
         })
     }
 
@@ -354,7 +374,7 @@ impl VersionState {
         }
     }
 
-    async fn execute(
+    pub(super) async fn execute(
         &self,
         client: &impl GenericClient,
         sql: &str,

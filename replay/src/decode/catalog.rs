@@ -6,7 +6,7 @@
 //! relation OIDs (which TRUNCATE records use) to the same. It is filled
 //! from the live catalog or, later, from the catalog journal in the WAL.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::change::{Column, Relation};
@@ -89,7 +89,7 @@ pub struct Catalog {
     pub database: u32,
     by_file: HashMap<RelFileLocator, Arc<RelationSchema>>,
     by_oid: HashMap<u32, Arc<RelationSchema>>,
-    toast_files: HashSet<RelFileLocator>,
+    toast_files: HashMap<RelFileLocator, u32>,
 }
 
 impl Catalog {
@@ -111,7 +111,7 @@ impl Catalog {
             }
         }
         if let Some(toast) = schema.spec.toast_file {
-            self.toast_files.insert(toast);
+            self.toast_files.insert(toast, schema.spec.oid);
         }
         self.by_file.insert(schema.spec.file, schema);
     }
@@ -126,9 +126,26 @@ impl Catalog {
         self.by_oid.get(&oid)
     }
 
+    /// The relation whose toast table is stored in `file`.
+    pub fn by_toast_file(&self, file: &RelFileLocator) -> Option<&Arc<RelationSchema>> {
+        self.toast_files
+            .get(file)
+            .and_then(|oid| self.by_oid.get(oid))
+    }
+
+    /// Forgets relation `oid`.
+    pub fn remove(&mut self, oid: u32) {
+        if let Some(old) = self.by_oid.remove(&oid) {
+            self.by_file.remove(&old.spec.file);
+            if let Some(toast) = old.spec.toast_file {
+                self.toast_files.remove(&toast);
+            }
+        }
+    }
+
     /// Whether `file` is the toast table of a known relation.
     pub fn is_toast(&self, file: &RelFileLocator) -> bool {
-        self.toast_files.contains(file)
+        self.toast_files.contains_key(file)
     }
 
     /// Every known relation.

@@ -57,7 +57,51 @@ pub enum ReplayError {
         /// The I/O error.
         source: std::io::Error,
     },
+    /// Archived WAL could not be read (a missing or corrupt segment, storage).
+    #[error(transparent)]
+    Archive(#[from] crate::archive::ArchiveError),
+    /// The WAL in a segment file is damaged.
+    #[error("WAL at {lsn} in segment {file}: {reason}")]
+    Damaged {
+        /// Where.
+        lsn: Lsn,
+        /// The segment file.
+        file: String,
+        /// What is wrong.
+        reason: String,
+    },
     /// The consumer of decoded changes failed.
     #[error("{0}")]
     Sink(SinkError),
+}
+
+impl ReplayError {
+    /// The same error, naming the segment file it happened in.
+    pub fn in_file(self, file: &str) -> ReplayError {
+        match self {
+            ReplayError::Wal(e) => ReplayError::Wal(e.with_segment(file.to_string())),
+            ReplayError::Tuple {
+                relation,
+                lsn,
+                source,
+            } => ReplayError::Tuple {
+                relation: format!("{relation} (segment {file})"),
+                lsn,
+                source,
+            },
+            other => other,
+        }
+    }
+
+    /// Whether the error means the archive cannot serve this range (a
+    /// missing, corrupt or damaged segment, or WAL that cannot be decoded),
+    /// as opposed to the consumer failing or the archive being unreachable
+    /// for now.
+    pub fn is_history_gap(&self) -> bool {
+        match self {
+            ReplayError::Sink(_) => false,
+            ReplayError::Archive(e) => e.is_permanent(),
+            _ => true,
+        }
+    }
 }

@@ -20,13 +20,22 @@
 
 mod catalog;
 mod error;
+mod journal;
 mod reorder;
 mod row;
+mod segments;
 mod spill;
+mod typeinfo;
 
 pub use catalog::{Catalog, CatalogSnapshot, NewRelation, RelationSchema};
 pub use error::{ReplayError, SinkError};
+pub use journal::{
+    parse as parse_journal, Creation, JournalMessage, JournalUpdate, LostRelation,
+    ERROR_PREFIX as JOURNAL_ERROR_PREFIX, PREFIX as JOURNAL_PREFIX,
+};
 pub use row::{is_supported, UnsupportedColumn};
+pub use segments::{decode_segments, FeedOutcome};
+pub use typeinfo::{TypeRow, TypeRows};
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -36,7 +45,8 @@ use crate::lsn::Lsn;
 use crate::tuple::decode_chunk;
 use crate::wal::{interpret, PgMajor, Record, RmgrId, TupleFragment, WalEvent};
 
-use reorder::ReorderBuffer;
+use journal::JournalTracker;
+use reorder::{xid_precedes, ReorderBuffer};
 use row::decode_row;
 
 /// A committed transaction as the sink sees it.
@@ -75,9 +85,15 @@ pub struct DecodeOptions {
     pub spill_dir: PathBuf,
     /// Decode rows of these relation OIDs only (all when `None`).
     pub only: Option<BTreeSet<u32>>,
-    /// Stop at a value of a type the decoder cannot print (otherwise print a
-    /// marker naming the type and report it in [`Decoder::unsupported`]).
+    /// Stop at a value of a type the decoder cannot print (otherwise report
+    /// it in [`Decoder::unsupported`] and go on).
     pub strict_types: bool,
+    /// Values of types the decoder cannot print become NULL (otherwise a
+    /// marker naming the type), when not strict.
+    pub unsupported_as_null: bool,
+    /// Follow only transactions and the catalog journal: skip every data
+    /// record (a fast scan for schemas, creations and restart points).
+    pub journal_only: bool,
 }
 
 impl Default for DecodeOptions {
@@ -88,6 +104,8 @@ impl Default for DecodeOptions {
             spill_dir: std::env::temp_dir(),
             only: None,
             strict_types: true,
+            unsupported_as_null: false,
+            journal_only: false,
         }
     }
 }
@@ -112,6 +130,8 @@ pub struct Decoder {
     catalog: Catalog,
     options: DecodeOptions,
     reorder: ReorderBuffer,
+    journal: JournalTracker,
+    restart_points: Vec<(Lsn, u32)>,
     unsupported: BTreeSet<UnsupportedColumn>,
     stats: DecodeStats,
 }
@@ -128,6 +148,8 @@ impl Decoder {
             catalog,
             options,
             reorder,
+            journal: JournalTracker::default(),
+            restart_points: Vec::new(),
             unsupported: BTreeSet::new(),
             stats: DecodeStats::default(),
         }
@@ -156,9 +178,26 @@ impl Decoder {
         self.reorder.open_transactions()
     }
 
-    /// The catalog, for callers that change it between records.
-    pub fn catalog_mut(&mut self) -> &mut Catalog {
-        &mut self.catalog
+    /// The catalog as of the last commit decoded (journal entries applied).
+    pub fn catalog(&self) -> &Catalog {
+        &self.catalog
+    }
+
+    /// Relations whose changes could not be followed from some commit on.
+    pub fn lost(&self) -> &[LostRelation] {
+        &self.journal.lost
+    }
+
+    /// Relations whose creation was decoded, by OID.
+    pub fn created(&self) -> &rustc_hash::FxHashMap<u32, Creation> {
+        &self.journal.created
+    }
+
+    /// Running-xacts records seen so far: `(LSN, next xid)`. Decoding that
+    /// starts at one of them sees whole every transaction whose xid is at
+    /// least that next xid.
+    pub fn restart_points(&self) -> &[(Lsn, u32)] {
+        &self.restart_points
     }
 
     /// Processes one record.
@@ -174,6 +213,14 @@ impl Decoder {
             self.reorder.link(record.xid, top, lsn)?;
         }
         let top = self.reorder.top(record.xid);
+        if self.options.journal_only
+            && !matches!(
+                record.rmid,
+                RmgrId::XACT | RmgrId::STANDBY | RmgrId::LOGICAL_MESSAGE | RmgrId::XLOG
+            )
+        {
+            return Ok(());
+        }
         let event = interpret(record, major)?;
         match event {
             WalEvent::Commit(c) => {
@@ -184,22 +231,49 @@ impl Decoder {
                     commit_time: c.commit_time,
                 };
                 let other_db = c.db.is_some_and(|db| db != self.catalog.database);
+                if !other_db {
+                    self.journal
+                        .committed(c.xid, lsn, &c.dropped_rels, &mut self.catalog);
+                }
                 if self.reorder.commit(&info, &c.subxacts, other_db, sink)? {
                     self.stats.transactions += 1;
                 }
             }
-            WalEvent::Abort(a) => match a.twophase {
-                Some(_) => self.reorder.abort_prepared(a.xid),
-                None => self.reorder.abort(a.xid, &a.subxacts),
-            },
-            WalEvent::Prepare(p) => self.reorder.prepare(p.xid),
+            WalEvent::Abort(a) => {
+                let abort_top = self.reorder.top(a.xid);
+                if a.twophase.is_some() || abort_top == a.xid {
+                    self.journal.aborted(a.xid);
+                } else {
+                    let rolled: Vec<u32> = std::iter::once(a.xid)
+                        .chain(a.subxacts.iter().copied())
+                        .collect();
+                    self.journal.rolled_back(abort_top, &rolled, &self.catalog);
+                }
+                match a.twophase {
+                    Some(_) => self.reorder.abort_prepared(a.xid),
+                    None => self.reorder.abort(a.xid, &a.subxacts),
+                }
+            }
+            WalEvent::Prepare(p) => {
+                self.journal.prepared(p.xid);
+                self.reorder.prepare(p.xid);
+            }
             WalEvent::Assignment { top, subxacts } => {
                 for sub in subxacts {
                     self.reorder.link(sub, top, lsn)?;
                 }
             }
-            WalEvent::RunningXacts(r) => self.reorder.running_xacts(&r),
-            WalEvent::CheckpointShutdown(c) => self.reorder.nothing_running(c.next_full_xid as u32),
+            WalEvent::RunningXacts(r) => {
+                self.restart_points.push((lsn, r.next_xid));
+                let oldest = r.oldest_running_xid;
+                self.journal.forget(|xid| xid_precedes(xid, oldest));
+                self.reorder.running_xacts(&r);
+            }
+            WalEvent::CheckpointShutdown(c) => {
+                let next = c.next_full_xid as u32;
+                self.journal.forget(|xid| xid_precedes(xid, next));
+                self.reorder.nothing_running(next);
+            }
             WalEvent::Insert(ins) => {
                 self.snapshot(top);
                 let Some(tuple) = ins.tuple.as_ref() else {
@@ -214,7 +288,7 @@ impl Decoder {
                 if ins.rel.db != self.catalog.database {
                     return Ok(());
                 }
-                let Some(rel) = self.relation(&ins.rel) else {
+                let Some(rel) = self.relation(top, &ins.rel) else {
                     return Ok(());
                 };
                 let new = self.row(&rel, top, tuple, lsn)?;
@@ -235,7 +309,7 @@ impl Decoder {
                 if !self.reorder.tracked(top) || multi.rel.db != self.catalog.database {
                     return Ok(());
                 }
-                if let Some(rel) = self.relation(&multi.rel) {
+                if let Some(rel) = self.relation(top, &multi.rel) {
                     for tuple in &multi.tuples {
                         let new = self.row(&rel, top, tuple, lsn)?;
                         let change = RowChange::Insert {
@@ -254,7 +328,7 @@ impl Decoder {
                 if !self.reorder.tracked(top) || up.rel.db != self.catalog.database {
                     return Ok(());
                 }
-                let (Some(rel), Some(new)) = (self.relation(&up.rel), up.new.as_ref()) else {
+                let (Some(rel), Some(new)) = (self.relation(top, &up.rel), up.new.as_ref()) else {
                     return Ok(());
                 };
                 let new = self.row(&rel, top, new, lsn)?;
@@ -285,7 +359,7 @@ impl Decoder {
                 if del.rel.db != self.catalog.database {
                     return Ok(());
                 }
-                let Some(rel) = self.relation(&del.rel) else {
+                let Some(rel) = self.relation(top, &del.rel) else {
                     return Ok(());
                 };
                 let old = match &del.old {
@@ -303,10 +377,11 @@ impl Decoder {
                 if !self.reorder.tracked(top) || t.db != self.catalog.database {
                     return Ok(());
                 }
+                let catalog = self.journal.catalog_for(top, &self.catalog);
                 let relations: Vec<_> = t
                     .relids
                     .iter()
-                    .filter_map(|oid| self.catalog.by_oid(*oid))
+                    .filter_map(|oid| catalog.by_oid(*oid))
                     .filter(|r| self.wanted(r.spec.oid))
                     .map(|r| r.relation.clone())
                     .collect();
@@ -331,6 +406,18 @@ impl Decoder {
                     return Ok(());
                 }
                 let prefix = String::from_utf8_lossy(&m.prefix).into_owned();
+                if m.transactional && prefix == JOURNAL_PREFIX {
+                    match journal::parse(&m.payload, self.catalog.database) {
+                        Ok(message) => {
+                            self.journal
+                                .message(top, record.xid, message, &self.catalog)
+                        }
+                        Err(_) => self.journal.failure(top, record.xid, Vec::new()),
+                    }
+                } else if m.transactional && prefix == JOURNAL_ERROR_PREFIX {
+                    let relids = journal::parse_error(&m.payload);
+                    self.journal.failure(top, record.xid, relids);
+                }
                 if m.transactional {
                     self.snapshot(top);
                     if self.reorder.tracked(top) {
@@ -366,9 +453,10 @@ impl Decoder {
 
     fn relation(
         &mut self,
+        top: u32,
         file: &crate::wal::RelFileLocator,
     ) -> Option<std::sync::Arc<RelationSchema>> {
-        match self.catalog.by_file(file) {
+        match self.journal.catalog_for(top, &self.catalog).by_file(file) {
             Some(rel) if self.wanted(rel.spec.oid) => Some(rel.clone()),
             Some(_) => None,
             None => {
@@ -421,14 +509,19 @@ impl Decoder {
         lsn: Lsn,
     ) -> Result<Vec<Datum>, ReplayError> {
         let strict = self.options.strict_types;
+        let as_null = self.options.unsupported_as_null;
         let unsupported = &mut self.unsupported;
         let mut report = |column: UnsupportedColumn| {
             if strict {
                 return Err(ReplayError::Unsupported(column.clone()));
             }
-            let marker = format!("<unsupported type {}>", column.type_name);
+            let value = if as_null {
+                Datum::Null
+            } else {
+                Datum::Text(format!("<unsupported type {}>", column.type_name))
+            };
             unsupported.insert(column);
-            Ok(Datum::Text(marker))
+            Ok(value)
         };
         let toast = &self.reorder.txn(top).toast;
         decode_row(rel, tuple, toast, lsn, &mut report)

@@ -1,0 +1,428 @@
+//! The catalog journal: table schemas walfill's setup makes the source write
+//! into its own WAL as transactional logical messages (prefix
+//! [`PREFIX`]), at exactly the LSN where they change.
+//!
+//! Each message is a JSON object `{"v":1, "event", "tag", "relations":
+//! [...], "dropped": [relid...]}`; every relation carries its files,
+//! replica identity, every attribute (dropped ones included, with storage
+//! layout and missing values) and every type its columns reach.
+
+use serde::Deserialize;
+
+use crate::tuple::{Align, AttrSchema, RelSchema, Storage};
+use crate::wal::RelFileLocator;
+
+use super::catalog::NewRelation;
+use super::typeinfo::{TypeRow, TypeRows};
+
+/// Prefix of journal messages.
+pub const PREFIX: &str = "walfill.journal";
+/// Prefix of the message the journal writes when it failed to journal.
+pub const ERROR_PREFIX: &str = "walfill.journal.error";
+
+/// What one journal message changes.
+#[derive(Clone, Debug, PartialEq)]
+pub enum JournalUpdate {
+    /// A relation's description as of this point.
+    Upsert(NewRelation),
+    /// A relation that no longer exists (or left the journal).
+    Drop(u32),
+}
+
+#[derive(Deserialize)]
+struct Message {
+    v: u32,
+    #[serde(default)]
+    tag: String,
+    #[serde(default)]
+    relations: Vec<JRelation>,
+    #[serde(default)]
+    dropped: Vec<u32>,
+}
+
+#[derive(Deserialize)]
+struct JRelation {
+    relid: u32,
+    schema: String,
+    name: String,
+    kind: String,
+    spc: u32,
+    relfilenode: Option<u32>,
+    toast_relfilenode: Option<u32>,
+    toast_spc: Option<u32>,
+    replident: String,
+    #[serde(default)]
+    key: Vec<String>,
+    attrs: Vec<JAttr>,
+    #[serde(default)]
+    types: Vec<TypeRow>,
+}
+
+#[derive(Deserialize)]
+struct JAttr {
+    attnum: i16,
+    name: String,
+    typid: u32,
+    typmod: i32,
+    len: i16,
+    byval: bool,
+    align: String,
+    storage: String,
+    dropped: bool,
+    missing: Option<String>,
+    #[serde(default)]
+    type_name: String,
+}
+
+#[derive(Deserialize)]
+struct ErrorMessage {
+    #[serde(default)]
+    relids: Vec<u32>,
+}
+
+fn code(text: &str) -> u8 {
+    text.bytes().next().unwrap_or(b'?')
+}
+
+/// A parsed journal message.
+#[derive(Clone, Debug, PartialEq)]
+pub struct JournalMessage {
+    /// Whether the statement created the relations it names (`CREATE
+    /// TABLE`, `CREATE TABLE AS`, `SELECT INTO`): their history starts here.
+    pub creates: bool,
+    /// What it changes.
+    pub updates: Vec<JournalUpdate>,
+}
+
+/// Parses a journal message written in database `database`.
+pub fn parse(content: &[u8], database: u32) -> Result<JournalMessage, String> {
+    let message: Message =
+        serde_json::from_slice(content).map_err(|e| format!("unreadable journal message: {e}"))?;
+    if message.v != 1 {
+        return Err(format!(
+            "journal message version {} is newer than this walfill understands",
+            message.v
+        ));
+    }
+    let creates = matches!(
+        message.tag.as_str(),
+        "CREATE TABLE" | "CREATE TABLE AS" | "SELECT INTO"
+    );
+    let mut updates: Vec<JournalUpdate> = message
+        .dropped
+        .into_iter()
+        .map(JournalUpdate::Drop)
+        .collect();
+    for r in message.relations {
+        // Partitioned tables have no storage: their partitions are journaled.
+        let Some(relfilenode) = r.relfilenode else {
+            continue;
+        };
+        if r.kind == "p" {
+            continue;
+        }
+        let types = TypeRows::new(r.types);
+        let mut attrs = Vec::with_capacity(r.attrs.len());
+        let mut infos = Vec::with_capacity(r.attrs.len());
+        let mut names = Vec::with_capacity(r.attrs.len());
+        for a in r.attrs {
+            infos.push((!a.dropped).then(|| types.info(a.typid)));
+            names.push(a.type_name);
+            attrs.push(AttrSchema {
+                name: a.name,
+                attnum: a.attnum,
+                type_oid: a.typid,
+                typmod: a.typmod,
+                len: a.len,
+                byval: a.byval,
+                align: Align::from_code(code(&a.align)).unwrap_or(Align::Int),
+                storage: Storage::from_code(code(&a.storage)).unwrap_or(Storage::Plain),
+                dropped: a.dropped,
+                missing: a.missing,
+            });
+        }
+        updates.push(JournalUpdate::Upsert(NewRelation {
+            oid: r.relid,
+            schema: r.schema,
+            name: r.name,
+            file: RelFileLocator {
+                spc: r.spc,
+                db: database,
+                rel: relfilenode,
+            },
+            toast_file: r.toast_relfilenode.map(|rel| RelFileLocator {
+                spc: r.toast_spc.unwrap_or(r.spc),
+                db: database,
+                rel,
+            }),
+            attrs: RelSchema { attrs },
+            types: infos,
+            type_names: names,
+            key: r.key,
+            full_identity: r.replident == "f",
+        }));
+    }
+    Ok(JournalMessage { creates, updates })
+}
+
+/// The relations a journal error message names (empty when it could not
+/// say which).
+pub(crate) fn parse_error(content: &[u8]) -> Vec<u32> {
+    serde_json::from_slice::<ErrorMessage>(content)
+        .map(|m| m.relids)
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_message_becomes_relations_and_drops() {
+        let json = r#"{"v":1,"event":"ddl","tag":"ALTER TABLE","dropped":[77],
+          "relations":[{"relid":16390,"schema":"public","name":"t","kind":"r","persistence":"p",
+            "spc":1663,"relfilenode":16401,"toast_relfilenode":16404,"toast_spc":1663,
+            "replident":"d","key":["id"],
+            "attrs":[
+              {"attnum":1,"name":"id","typid":23,"typmod":-1,"len":4,"byval":true,"align":"i",
+               "storage":"p","dropped":false,"generated":"","missing":null,"type_name":"integer"},
+              {"attnum":2,"name":"........pg.dropped.2........","typid":0,"typmod":-1,"len":-1,
+               "byval":false,"align":"i","storage":"x","dropped":true,"generated":"","missing":null,"type_name":""},
+              {"attnum":3,"name":"m","typid":50000,"typmod":-1,"len":4,"byval":true,"align":"i",
+               "storage":"p","dropped":false,"generated":"","missing":"ok","type_name":"mood"}],
+            "types":[{"oid":50000,"name":"mood","type":"e","len":4,"byval":true,"align":"i",
+               "elem":0,"base":0,"delim":",","is_array":false,"labels":[[900,"sad"],[901,"ok"]]}]},
+           {"relid":16500,"schema":"public","name":"parted","kind":"p","persistence":"p","spc":1663,
+            "relfilenode":null,"toast_relfilenode":null,"toast_spc":null,"replident":"d","key":[],
+            "attrs":[],"types":[]}]}"#;
+        let message = parse(json.as_bytes(), 5).unwrap();
+        assert!(!message.creates);
+        let updates = message.updates;
+        assert_eq!(updates.len(), 2);
+        assert_eq!(updates[0], JournalUpdate::Drop(77));
+        let JournalUpdate::Upsert(r) = &updates[1] else {
+            panic!("{updates:?}")
+        };
+        assert_eq!(
+            r.file,
+            RelFileLocator {
+                spc: 1663,
+                db: 5,
+                rel: 16401
+            }
+        );
+        assert_eq!(r.toast_file.map(|f| f.rel), Some(16404));
+        assert_eq!(r.attrs.attrs.len(), 3);
+        assert!(r.attrs.attrs[1].dropped && r.types[1].is_none());
+        assert_eq!(r.attrs.attrs[2].missing.as_deref(), Some("ok"));
+        assert!(matches!(
+            r.types[2].as_ref().map(|t| &t.kind),
+            Some(crate::types::TypeKind::Enum { .. })
+        ));
+        assert!(parse(br#"{"v":2}"#, 5).unwrap_err().contains("newer"));
+        assert!(parse(b"not json", 5).is_err());
+        assert_eq!(
+            parse_error(br#"{"v":1,"error":"x","relids":[4,5]}"#),
+            vec![4, 5]
+        );
+    }
+}
+
+/// A relation the decoder lost track of: its file changed without a journal
+/// entry (VACUUM FULL or CLUSTER, which fire no event trigger), or the
+/// journal reported a failure for it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LostRelation {
+    /// Relation OID (0 when the journal could not say which).
+    pub relid: u32,
+    /// `schema.name`, when known.
+    pub name: String,
+    /// The commit from which its changes can no longer be decoded.
+    pub lsn: crate::lsn::Lsn,
+    /// Why.
+    pub reason: String,
+}
+
+/// Journal entries of transactions not yet committed, and the catalog each
+/// such transaction sees (its own schema changes included).
+#[derive(Debug, Default)]
+pub(crate) struct JournalTracker {
+    pending: rustc_hash::FxHashMap<u32, Vec<(u32, Pending)>>,
+    overlays: rustc_hash::FxHashMap<u32, super::Catalog>,
+    prepared: rustc_hash::FxHashSet<u32>,
+    /// Relations whose creation was seen, by OID.
+    pub(crate) created: rustc_hash::FxHashMap<u32, Creation>,
+    /// Relations lost so far.
+    pub(crate) lost: Vec<LostRelation>,
+}
+
+#[derive(Clone, Debug)]
+enum Pending {
+    Update(JournalUpdate, bool),
+    Failed(Vec<u32>),
+}
+
+/// Where a relation's history starts: the commit of the statement that
+/// created it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Creation {
+    /// Commit LSN of the creating transaction.
+    pub commit_lsn: crate::lsn::Lsn,
+    /// Its top-level xid.
+    pub xid: u32,
+}
+
+impl JournalTracker {
+    /// The catalog transaction `top` sees.
+    pub(crate) fn catalog_for<'a>(
+        &'a self,
+        top: u32,
+        global: &'a super::Catalog,
+    ) -> &'a super::Catalog {
+        self.overlays.get(&top).unwrap_or(global)
+    }
+
+    /// A journal message of `subxid` (in `top`) at its LSN.
+    pub(crate) fn message(
+        &mut self,
+        top: u32,
+        subxid: u32,
+        message: JournalMessage,
+        global: &super::Catalog,
+    ) {
+        let overlay = self.overlays.entry(top).or_insert_with(|| global.clone());
+        for u in &message.updates {
+            apply(overlay, u);
+        }
+        let creates = message.creates;
+        self.pending.entry(top).or_default().extend(
+            message
+                .updates
+                .into_iter()
+                .map(|u| (subxid, Pending::Update(u, creates))),
+        );
+    }
+
+    /// A journal failure message of `subxid` (in `top`).
+    pub(crate) fn failure(&mut self, top: u32, subxid: u32, relids: Vec<u32>) {
+        self.pending
+            .entry(top)
+            .or_default()
+            .push((subxid, Pending::Failed(relids)));
+    }
+
+    /// Subtransactions rolled back: their journal entries never happened.
+    pub(crate) fn rolled_back(&mut self, top: u32, subxids: &[u32], global: &super::Catalog) {
+        let Some(entries) = self.pending.get_mut(&top) else {
+            return;
+        };
+        let before = entries.len();
+        entries.retain(|(s, _)| !subxids.contains(s));
+        if entries.len() != before {
+            let mut overlay = global.clone();
+            for (_, p) in entries.iter() {
+                if let Pending::Update(u, _) = p {
+                    apply(&mut overlay, u);
+                }
+            }
+            self.overlays.insert(top, overlay);
+        }
+    }
+
+    /// A top-level transaction aborted (or crashed).
+    pub(crate) fn aborted(&mut self, top: u32) {
+        self.pending.remove(&top);
+        self.overlays.remove(&top);
+        self.prepared.remove(&top);
+    }
+
+    /// `PREPARE TRANSACTION`: its entries wait for COMMIT PREPARED.
+    pub(crate) fn prepared(&mut self, xid: u32) {
+        self.prepared.insert(xid);
+    }
+
+    /// Forgets transactions that can no longer be running (prepared ones
+    /// can).
+    pub(crate) fn forget(&mut self, gone: impl Fn(u32) -> bool) {
+        let prepared = &self.prepared;
+        self.pending
+            .retain(|xid, _| prepared.contains(xid) || !gone(*xid));
+        self.overlays
+            .retain(|xid, _| prepared.contains(xid) || !gone(*xid));
+    }
+
+    /// A transaction committed at `lsn`, dropping `dropped_files`: its
+    /// journal entries join `global`, and a known relation whose file it
+    /// dropped without a journal entry is lost.
+    pub(crate) fn committed(
+        &mut self,
+        top: u32,
+        lsn: crate::lsn::Lsn,
+        dropped_files: &[crate::wal::RelFileLocator],
+        global: &mut super::Catalog,
+    ) {
+        self.overlays.remove(&top);
+        self.prepared.remove(&top);
+        for (_, p) in self.pending.remove(&top).unwrap_or_default() {
+            match p {
+                Pending::Update(u, creates) => {
+                    if let (true, JournalUpdate::Upsert(r)) = (creates, &u) {
+                        self.created.entry(r.oid).or_insert(Creation {
+                            commit_lsn: lsn,
+                            xid: top,
+                        });
+                    }
+                    apply(global, &u)
+                }
+                Pending::Failed(relids) => {
+                    let reason = "the catalog journal failed to record a change".to_string();
+                    if relids.is_empty() {
+                        self.lost.push(LostRelation {
+                            relid: 0,
+                            name: String::new(),
+                            lsn,
+                            reason: reason.clone(),
+                        });
+                    }
+                    for relid in relids {
+                        let name = global
+                            .by_oid(relid)
+                            .map(|r| r.qualified_name())
+                            .unwrap_or_default();
+                        global.remove(relid);
+                        self.lost.push(LostRelation {
+                            relid,
+                            name,
+                            lsn,
+                            reason: reason.clone(),
+                        });
+                    }
+                }
+            }
+        }
+        for file in dropped_files {
+            let owner = global
+                .by_file(file)
+                .cloned()
+                .or_else(|| global.by_toast_file(file).cloned());
+            if let Some(rel) = owner {
+                global.remove(rel.spec.oid);
+                self.lost.push(LostRelation {
+                    relid: rel.spec.oid,
+                    name: rel.qualified_name(),
+                    lsn,
+                    reason: "its storage was rewritten without a catalog journal entry \
+                             (VACUUM FULL or CLUSTER)"
+                        .into(),
+                });
+            }
+        }
+    }
+}
+
+fn apply(catalog: &mut super::Catalog, update: &JournalUpdate) {
+    match update {
+        JournalUpdate::Upsert(r) => catalog.insert(super::RelationSchema::new(r.clone())),
+        JournalUpdate::Drop(relid) => catalog.remove(*relid),
+    }
+}

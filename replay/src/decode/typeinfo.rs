@@ -1,0 +1,135 @@
+//! Types as the catalog describes them, turned into what the datum printer
+//! needs ([`TypeInfo`]): built-in types, enums with their labels, domains
+//! over their base type, arrays of any of these; anything else unsupported.
+
+use std::collections::HashMap;
+
+use crate::types::{Align, TypeInfo};
+
+/// One row of `pg_type` (with its enum labels), as far as decoding cares.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct TypeRow {
+    /// Type OID.
+    pub oid: u32,
+    /// `format_type(oid, NULL)`.
+    pub name: String,
+    /// `typtype`: `b`ase, `e`num, `d`omain, `c`omposite, `r`ange, `m`ultirange, `p`seudo.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// `typlen`.
+    pub len: i16,
+    /// `typbyval`.
+    pub byval: bool,
+    /// `typalign`: `c`, `s`, `i` or `d`.
+    pub align: String,
+    /// `typelem`: element type of an array type.
+    pub elem: u32,
+    /// `typbasetype`: base type of a domain.
+    pub base: u32,
+    /// `typdelim`: the array delimiter of this (element) type.
+    pub delim: String,
+    /// Whether it is a true array type (`typsubscript` is the array handler).
+    pub is_array: bool,
+    /// Enum labels: `(pg_enum oid, label)`.
+    #[serde(default)]
+    pub labels: Vec<(u32, String)>,
+}
+
+/// Type rows by OID.
+#[derive(Clone, Debug, Default)]
+pub struct TypeRows {
+    rows: HashMap<u32, TypeRow>,
+}
+
+fn first_byte(text: &str, default: u8) -> u8 {
+    text.bytes().next().unwrap_or(default)
+}
+
+impl TypeRows {
+    /// Collects rows.
+    pub fn new(rows: impl IntoIterator<Item = TypeRow>) -> TypeRows {
+        TypeRows {
+            rows: rows.into_iter().map(|r| (r.oid, r)).collect(),
+        }
+    }
+
+    /// What the datum printer needs to print values of type `oid`.
+    pub fn info(&self, oid: u32) -> TypeInfo {
+        self.info_depth(oid, 0)
+    }
+
+    fn info_depth(&self, oid: u32, depth: u32) -> TypeInfo {
+        if let Some(info) = TypeInfo::builtin(oid) {
+            return info;
+        }
+        let Some(row) = self.rows.get(&oid).filter(|_| depth < 8) else {
+            return TypeInfo::unsupported(oid, -1, false, Align::Int, None);
+        };
+        let align = Align::from_typalign(first_byte(&row.align, b'i')).unwrap_or(Align::Int);
+        match first_byte(&row.kind, b'b') {
+            b'e' => TypeInfo::enum_type(oid, row.labels.iter().cloned().collect()),
+            b'd' => TypeInfo::domain(oid, self.info_depth(row.base, depth + 1)),
+            _ if row.is_array && row.elem != 0 => {
+                let delimiter = self
+                    .rows
+                    .get(&row.elem)
+                    .map_or(b',', |e| first_byte(&e.delim, b','));
+                TypeInfo::array_of(oid, self.info_depth(row.elem, depth + 1), delimiter)
+            }
+            _ => TypeInfo::unsupported(oid, row.len, row.byval, align, Some(row.name.clone())),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::types::TypeKind;
+
+    fn row(oid: u32, kind: &str, elem: u32, base: u32, is_array: bool) -> TypeRow {
+        TypeRow {
+            oid,
+            name: format!("t{oid}"),
+            kind: kind.into(),
+            len: if is_array { -1 } else { 4 },
+            byval: !is_array,
+            align: "i".into(),
+            elem,
+            base,
+            delim: ",".into(),
+            is_array,
+            labels: if kind == "e" {
+                vec![(900, "sad".into())]
+            } else {
+                vec![]
+            },
+        }
+    }
+
+    #[test]
+    fn user_types_resolve_through_arrays_and_domains() {
+        let rows = TypeRows::new([
+            row(50000, "e", 0, 0, false),
+            row(50001, "b", 50000, 0, true),
+            row(50002, "d", 0, 23, false),
+            row(50003, "b", 0, 0, false),
+        ]);
+        assert!(matches!(rows.info(50000).kind, TypeKind::Enum { .. }));
+        match rows.info(50001).kind {
+            TypeKind::Array { element, .. } => {
+                assert!(matches!(element.kind, TypeKind::Enum { .. }))
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(rows.info(50002).kind, TypeKind::Domain { .. }));
+        assert!(matches!(
+            rows.info(50003).kind,
+            TypeKind::Unsupported { .. }
+        ));
+        assert!(matches!(
+            rows.info(77777).kind,
+            TypeKind::Unsupported { .. }
+        ));
+        assert_eq!(rows.info(23), TypeInfo::builtin(23).unwrap());
+    }
+}

@@ -1,0 +1,72 @@
+//! Base snapshots: a table's rows as of an LSN, kept in the archive so a
+//! later replay can start from them instead of from the table's creation.
+//!
+//! A snapshot backfill writes the rows it copies (before the transform) as
+//! Parquet files under `base/<database oid>/<table oid>/<boundary>/` in the
+//! archive, and, once the copy is complete, a `manifest.json` that makes the
+//! base usable: the LSN each file is consistent at, the LSN to start
+//! decoding from to follow the table after it, and the table's description
+//! (the decoder's catalog entry). Bases are found by listing the archive, so
+//! losing the destination loses no base.
+
+mod read;
+mod write;
+
+pub use read::{find_bases, read_part, relation_of};
+pub use write::BaseWriter;
+
+use object_store::path::Path;
+use serde::{Deserialize, Serialize};
+use walfill_replay::decode::NewRelation;
+use walfill_replay::Lsn;
+
+/// A base's manifest, written last: its presence makes the base usable.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Manifest {
+    /// Format version (1).
+    pub v: u32,
+    /// Source database OID.
+    pub database: u32,
+    /// Table OID.
+    pub relid: u32,
+    /// The slot boundary the copy started at (names the base's directory).
+    pub boundary: Lsn,
+    /// Decode from here to follow the table after the base.
+    pub restart_lsn: Lsn,
+    /// The earliest LSN any part is consistent at: transactions committing
+    /// from here on are applied on top of the base.
+    pub from_lsn: Lsn,
+    /// The table's description when it was copied.
+    pub relation: NewRelation,
+    /// Column names, in the order of the Parquet columns.
+    pub columns: Vec<String>,
+    /// The data files.
+    pub parts: Vec<Part>,
+    /// Rows in all parts.
+    pub rows: u64,
+}
+
+/// One Parquet file of a base.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Part {
+    /// Object name relative to the base's directory.
+    pub file: String,
+    /// The LSN its rows are consistent at (their version is `(lsn, 0)`).
+    pub lsn: Lsn,
+    /// Rows in it.
+    pub rows: u64,
+}
+
+/// `base/<database>/<relid>/` under the archive's prefix.
+pub(crate) fn table_dir(prefix: &Path, database: u32, relid: u32) -> Path {
+    prefix
+        .clone()
+        .join("base")
+        .join(database.to_string())
+        .join(relid.to_string())
+}
+
+/// The directory of the base started at `boundary`.
+pub(crate) fn base_dir(prefix: &Path, database: u32, relid: u32, boundary: Lsn) -> Path {
+    table_dir(prefix, database, relid).join(format!("{:016X}", boundary.0))
+}

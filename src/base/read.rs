@@ -1,0 +1,121 @@
+//! Finding base snapshots in the archive and reading their rows.
+
+use arrow::array::{Array, StringArray};
+use bytes::Bytes;
+use futures_util::TryStreamExt;
+use object_store::path::Path;
+use object_store::ObjectStoreExt;
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::file::reader::{FileReader, SerializedFileReader};
+use walfill_replay::archive::Archive;
+use walfill_replay::change::{Datum, Relation};
+use walfill_replay::decode::RelationSchema;
+
+use super::{table_dir, Manifest, Part};
+use crate::error::{Error, Result};
+
+fn storage(what: impl std::fmt::Display, e: impl std::fmt::Display) -> Error {
+    Error::State(format!("{what}: {e}"))
+}
+
+/// The usable bases of table `relid` of database `database`, newest first.
+pub async fn find_bases(archive: &Archive, database: u32, relid: u32) -> Result<Vec<Manifest>> {
+    let dir = table_dir(archive.prefix(), database, relid);
+    let listed: Vec<object_store::ObjectMeta> = archive
+        .store()
+        .list(Some(&dir))
+        .try_collect()
+        .await
+        .map_err(|e| storage(format!("listing base snapshots under {dir}"), e))?;
+    let mut manifests = Vec::new();
+    for meta in listed {
+        if meta.location.filename() != Some("manifest.json") {
+            continue;
+        }
+        let bytes = get(archive, &meta.location).await?;
+        match serde_json::from_slice::<Manifest>(&bytes) {
+            Ok(m) if m.v == 1 && m.relid == relid && m.database == database => manifests.push(m),
+            Ok(_) => {}
+            Err(e) => {
+                tracing::warn!(path = %meta.location, error = %e, "ignoring an unreadable base manifest")
+            }
+        }
+    }
+    manifests.sort_by_key(|m| std::cmp::Reverse(m.boundary));
+    Ok(manifests)
+}
+
+async fn get(archive: &Archive, path: &Path) -> Result<Bytes> {
+    archive
+        .store()
+        .get(path)
+        .await
+        .map_err(|e| storage(format!("reading {path}"), e))?
+        .bytes()
+        .await
+        .map_err(|e| storage(format!("reading {path}"), e))
+}
+
+/// Rows in a stored part (from its footer).
+pub(super) async fn part_rows(archive: &Archive, path: &Path) -> Result<u64> {
+    let bytes = get(archive, path).await?;
+    let reader = SerializedFileReader::new(bytes).map_err(|e| storage(path, e))?;
+    Ok(reader.metadata().file_metadata().num_rows().max(0) as u64)
+}
+
+/// Reads the rows of one part of a base, each holding one datum per column
+/// of `relation` (by name; columns the base lacks are NULL).
+pub async fn read_part(
+    archive: &Archive,
+    manifest: &Manifest,
+    part: &Part,
+    relation: &Relation,
+) -> Result<Vec<Vec<Datum>>> {
+    let dir = super::base_dir(
+        archive.prefix(),
+        manifest.database,
+        manifest.relid,
+        manifest.boundary,
+    );
+    let positions: Vec<Option<usize>> = relation
+        .columns
+        .iter()
+        .map(|c| manifest.columns.iter().position(|m| *m == c.name))
+        .collect();
+    let path = dir.clone().join(part.file.as_str());
+    let bytes = get(archive, &path).await?;
+    tokio::task::spawn_blocking(move || -> Result<Vec<Vec<Datum>>> {
+        let reader = ParquetRecordBatchReaderBuilder::try_new(bytes)
+            .and_then(|b| b.build())
+            .map_err(|e| storage(&path, e))?;
+        let mut rows = Vec::new();
+        for batch in reader {
+            let batch = batch.map_err(|e| storage(&path, e))?;
+            let columns: Vec<Option<&StringArray>> = positions
+                .iter()
+                .map(|p| p.and_then(|p| batch.column(p).as_any().downcast_ref::<StringArray>()))
+                .collect();
+            for i in 0..batch.num_rows() {
+                rows.push(
+                    columns
+                        .iter()
+                        .map(|c| match c {
+                            Some(array) if !array.is_null(i) => {
+                                Datum::Text(array.value(i).to_string())
+                            }
+                            _ => Datum::Null,
+                        })
+                        .collect(),
+                );
+            }
+        }
+        Ok(rows)
+    })
+    .await
+    .map_err(|e| Error::State(format!("reading a base snapshot part: {e}")))?
+}
+
+/// The relation a base's rows belong to, as the decoder describes it.
+pub fn relation_of(manifest: &Manifest) -> std::sync::Arc<Relation> {
+    RelationSchema::new(manifest.relation.clone()).relation
+}

@@ -1,0 +1,202 @@
+//! Writing a base snapshot while a snapshot backfill copies the table.
+
+use std::sync::Arc;
+
+use arrow::array::{ArrayRef, StringBuilder};
+use arrow::datatypes::{DataType, Field, Schema};
+use arrow::record_batch::RecordBatch;
+use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
+use parquet::arrow::ArrowWriter;
+use parquet::basic::{Compression, ZstdLevel};
+use parquet::file::properties::WriterProperties;
+use walfill_replay::archive::Archive;
+use walfill_replay::decode::NewRelation;
+use walfill_replay::Lsn;
+use walfill_snapshot::ChunkData;
+
+use super::{base_dir, Manifest, Part};
+use crate::error::{Error, Result};
+
+/// Rows per Parquet file.
+const PART_ROWS: usize = 100_000;
+
+/// Collects copied rows and writes them to the archive in Parquet parts.
+pub struct BaseWriter {
+    archive: Archive,
+    database: u32,
+    relation: NewRelation,
+    columns: Vec<String>,
+    boundary: Lsn,
+    restart_lsn: Lsn,
+    schema: Arc<Schema>,
+    builders: Vec<StringBuilder>,
+    buffered: usize,
+    /// The snapshot the buffered rows were read in.
+    buffered_lsn: Lsn,
+    /// Rows copied before the buffered ones (names parts uniquely).
+    first_row: u64,
+}
+
+impl BaseWriter {
+    /// A writer for the base of `relation` started at `boundary`, to be
+    /// followed by decoding from `restart_lsn`; `columns` are the copied
+    /// columns in COPY order.
+    pub fn new(
+        archive: Archive,
+        database: u32,
+        relation: NewRelation,
+        columns: Vec<String>,
+        boundary: Lsn,
+        restart_lsn: Lsn,
+        rows_before: u64,
+    ) -> BaseWriter {
+        let schema = Arc::new(Schema::new(
+            columns
+                .iter()
+                .map(|c| Field::new(c, DataType::Utf8, true))
+                .collect::<Vec<_>>(),
+        ));
+        let builders = columns.iter().map(|_| StringBuilder::new()).collect();
+        BaseWriter {
+            archive,
+            database,
+            relation,
+            columns,
+            boundary,
+            restart_lsn,
+            schema,
+            builders,
+            buffered: 0,
+            buffered_lsn: boundary,
+            first_row: rows_before,
+        }
+    }
+
+    /// Adds a chunk read in the snapshot consistent at `lsn`.
+    pub async fn add(&mut self, chunk: &ChunkData, lsn: Lsn) -> Result<()> {
+        if self.buffered > 0 && lsn != self.buffered_lsn {
+            self.flush().await?;
+        }
+        self.buffered_lsn = lsn;
+        for row in chunk.rows() {
+            let row = row?;
+            for (builder, value) in self.builders.iter_mut().zip(row) {
+                builder.append_option(value);
+            }
+            self.buffered += 1;
+        }
+        if self.buffered >= PART_ROWS {
+            self.flush().await?;
+        }
+        Ok(())
+    }
+
+    /// Writes the buffered rows as one part.
+    pub async fn flush(&mut self) -> Result<()> {
+        if self.buffered == 0 {
+            return Ok(());
+        }
+        let arrays: Vec<ArrayRef> = self
+            .builders
+            .iter_mut()
+            .map(|b| Arc::new(b.finish()) as ArrayRef)
+            .collect();
+        let batch = RecordBatch::try_new(self.schema.clone(), arrays)
+            .map_err(|e| Error::State(format!("building a base snapshot part: {e}")))?;
+        let bytes = tokio::task::spawn_blocking({
+            let schema = self.schema.clone();
+            move || -> std::result::Result<Vec<u8>, String> {
+                let props = WriterProperties::builder()
+                    .set_compression(Compression::ZSTD(ZstdLevel::try_new(3).unwrap_or_default()))
+                    .build();
+                let mut writer = ArrowWriter::try_new(Vec::new(), schema, Some(props))
+                    .map_err(|e| e.to_string())?;
+                writer.write(&batch).map_err(|e| e.to_string())?;
+                writer.into_inner().map_err(|e| e.to_string())
+            }
+        })
+        .await
+        .map_err(|e| Error::State(format!("writing a base snapshot part: {e}")))?
+        .map_err(|e| Error::State(format!("writing a base snapshot part: {e}")))?;
+        let file = format!(
+            "part-{:016X}-{:012}.parquet",
+            self.buffered_lsn.0, self.first_row
+        );
+        let path = self.dir().clone().join(file.as_str());
+        self.archive
+            .store()
+            .put(&path, PutPayload::from(bytes))
+            .await
+            .map_err(|e| Error::State(format!("storing base snapshot part {path}: {e}")))?;
+        self.first_row += self.buffered as u64;
+        self.buffered = 0;
+        Ok(())
+    }
+
+    fn dir(&self) -> object_store::path::Path {
+        base_dir(
+            self.archive.prefix(),
+            self.database,
+            self.relation.oid,
+            self.boundary,
+        )
+    }
+
+    /// Writes the last part and the manifest that makes the base usable.
+    pub async fn finish(mut self) -> Result<Manifest> {
+        self.flush().await?;
+        use futures_util::TryStreamExt;
+        let dir = self.dir();
+        let listed: Vec<object_store::ObjectMeta> = self
+            .archive
+            .store()
+            .list(Some(&dir))
+            .try_collect()
+            .await
+            .map_err(|e| Error::State(format!("listing base snapshot {dir}: {e}")))?;
+        let mut parts = Vec::new();
+        for meta in listed {
+            let Some(name) = meta.location.filename().map(str::to_string) else {
+                continue;
+            };
+            let Some(lsn) = part_lsn(&name) else {
+                continue;
+            };
+            let rows = super::read::part_rows(&self.archive, &meta.location).await?;
+            parts.push(Part {
+                file: name,
+                lsn,
+                rows,
+            });
+        }
+        parts.sort_by(|a, b| a.file.cmp(&b.file));
+        let manifest = Manifest {
+            v: 1,
+            database: self.database,
+            relid: self.relation.oid,
+            boundary: self.boundary,
+            restart_lsn: self.restart_lsn,
+            from_lsn: parts.iter().map(|p| p.lsn).min().unwrap_or(self.boundary),
+            rows: parts.iter().map(|p| p.rows).sum(),
+            relation: self.relation,
+            columns: self.columns,
+            parts,
+        };
+        let text = serde_json::to_vec_pretty(&manifest)
+            .map_err(|e| Error::State(format!("writing the base manifest: {e}")))?;
+        let path = dir.clone().join("manifest.json");
+        self.archive
+            .store()
+            .put(&path, PutPayload::from(text))
+            .await
+            .map_err(|e| Error::State(format!("storing the base manifest {path}: {e}")))?;
+        tracing::info!(%path, rows = manifest.rows, "base snapshot written");
+        Ok(manifest)
+    }
+}
+
+/// The LSN in a part's name: `part-<lsn hex>-<first row>.parquet`.
+fn part_lsn(name: &str) -> Option<Lsn> {
+    let hex = name.strip_prefix("part-")?.split('-').next()?;
+    u64::from_str_radix(hex, 16).ok().map(Lsn)
+}

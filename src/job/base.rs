@@ -1,0 +1,75 @@
+//! The base snapshot a snapshot backfill leaves in the archive.
+
+use tokio_postgres::Client;
+use walfill_replay::archive::Archive;
+use walfill_replay::Lsn;
+use walfill_snapshot::SnapshotError;
+
+use crate::base::BaseWriter;
+use crate::config::Config;
+use crate::error::Result;
+use crate::plan::Plan;
+
+/// A writer for the base of the copy starting at `boundary` from slot
+/// `slot`, when the archive is configured and base snapshots are on. A
+/// problem preparing it is logged, not fatal: the copy goes on without.
+pub(super) async fn writer(
+    config: &Config,
+    source: &Client,
+    plan: &Plan,
+    slot: &str,
+    boundary: Lsn,
+) -> Option<BaseWriter> {
+    let url = config.archive.as_deref()?;
+    if !config.archive_settings.base_snapshots {
+        return None;
+    }
+    match prepare(url, source, plan, slot, boundary).await {
+        Ok(writer) => Some(writer),
+        Err(e) => {
+            tracing::warn!(error = %e, "not writing a base snapshot for this copy");
+            None
+        }
+    }
+}
+
+async fn prepare(
+    url: &str,
+    source: &Client,
+    plan: &Plan,
+    slot: &str,
+    boundary: Lsn,
+) -> Result<BaseWriter> {
+    let archive = Archive::open(url)?;
+    let row = source
+        .query_one(
+            "SELECT (SELECT oid FROM pg_database WHERE datname = current_database()),
+                    (SELECT restart_lsn::text FROM pg_replication_slots WHERE slot_name = $1)",
+            &[&slot],
+        )
+        .await
+        .map_err(|e| SnapshotError::query("reading the slot's restart LSN", e))?;
+    let database: u32 = row.get(0);
+    let restart: Lsn = row
+        .get::<_, Option<String>>(1)
+        .and_then(|t| t.parse().ok())
+        .ok_or_else(|| crate::error::Error::State(format!("slot {slot} has no restart LSN")))?;
+    let catalog = crate::catalog::load(source).await?;
+    let relation = catalog.by_oid(plan.source.oid).ok_or_else(|| {
+        crate::error::Error::State(format!("{} is not in the source's catalog", plan.source))
+    })?;
+    let columns = plan
+        .source
+        .replicated_columns()
+        .map(|c| c.name.clone())
+        .collect();
+    Ok(BaseWriter::new(
+        archive,
+        database,
+        relation.spec.clone(),
+        columns,
+        boundary,
+        restart,
+        0,
+    ))
+}

@@ -1,0 +1,330 @@
+//! Which path a backfill takes, and why.
+//!
+//! Replay is preferred: it never reads the source table. It needs a *base*
+//! (the table's creation, seen in the catalog journal, or a base snapshot in
+//! the archive), contiguous archived WAL on one timeline from the base's
+//! restart point on, a schema known throughout, and only supported types in
+//! the columns the transform reads. Otherwise the backfill takes a
+//! snapshot, and the planner says exactly why.
+
+mod scan;
+
+pub use scan::{scan_journal, Scan};
+
+use serde::{Deserialize, Serialize};
+use tokio_postgres::Client;
+use walfill_replay::archive::{Archive, ArchiveError};
+use walfill_replay::decode::is_supported;
+use walfill_replay::Lsn;
+use walfill_snapshot::SnapshotError;
+
+use crate::base::{find_bases, Manifest};
+use crate::config::Config;
+use crate::error::Result;
+use crate::plan::Plan;
+
+/// The `--path` a backfill is asked to take.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum PathChoice {
+    /// Replay when the archive covers the table, a snapshot otherwise.
+    #[default]
+    Auto,
+    /// Replay, or fail saying why not.
+    Replay,
+    /// Snapshot.
+    Snapshot,
+}
+
+/// Where a replay starts.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ReplayStart {
+    /// From the table's creation.
+    Creation {
+        /// Decode from this running-xacts record.
+        restart: Lsn,
+        /// The creating transaction's commit.
+        from: Lsn,
+    },
+    /// From a base snapshot in the archive.
+    Snapshot {
+        /// The base's manifest.
+        manifest: Box<Manifest>,
+    },
+}
+
+impl ReplayStart {
+    /// Where decoding starts.
+    pub fn restart(&self) -> Lsn {
+        match self {
+            ReplayStart::Creation { restart, .. } => *restart,
+            ReplayStart::Snapshot { manifest } => manifest.restart_lsn,
+        }
+    }
+
+    /// Transactions committing from here on are replayed.
+    pub fn from(&self) -> Lsn {
+        match self {
+            ReplayStart::Creation { from, .. } => *from,
+            ReplayStart::Snapshot { manifest } => manifest.from_lsn,
+        }
+    }
+
+    /// In words, for messages.
+    pub fn describe(&self) -> String {
+        match self {
+            ReplayStart::Creation { from, .. } => {
+                format!("the table's creation (committed at {from})")
+            }
+            ReplayStart::Snapshot { manifest } => format!(
+                "the base snapshot of {} rows consistent at {}",
+                manifest.rows, manifest.from_lsn
+            ),
+        }
+    }
+}
+
+/// The planner's decision.
+#[derive(Clone, Debug, Serialize)]
+pub struct Decision {
+    /// `replay` or `snapshot`.
+    pub path: &'static str,
+    /// Why.
+    pub reason: String,
+    /// Where a replay starts.
+    pub start: Option<ReplayStart>,
+    /// WAL between the replay's start and the source's current position.
+    pub wal_bytes: u64,
+    /// Rows of the table, estimated.
+    pub estimated_rows: i64,
+    /// The source's current WAL position (the handoff will be about here).
+    pub source_lsn: Lsn,
+}
+
+impl Decision {
+    fn snapshot(reason: impl Into<String>, rows: i64, source_lsn: Lsn) -> Decision {
+        Decision {
+            path: "snapshot",
+            reason: reason.into(),
+            start: None,
+            wal_bytes: 0,
+            estimated_rows: rows,
+            source_lsn,
+        }
+    }
+}
+
+/// Decides how the version of `plan` would be built now.
+pub async fn decide(config: &Config, source: &Client, plan: &Plan) -> Result<Decision> {
+    let rows = plan.source.estimated_rows.max(0);
+    let row = source
+        .query_one(
+            "SELECT d.oid, pg_current_wal_lsn()::text,
+                    EXISTS (SELECT 1 FROM pg_event_trigger WHERE evtname LIKE 'walfill%')
+               FROM pg_database d WHERE d.datname = current_database()",
+            &[],
+        )
+        .await
+        .map_err(|e| SnapshotError::query("reading the source's position", e))?;
+    let database: u32 = row.get(0);
+    let source_lsn: Lsn = row.get::<_, String>(1).parse().unwrap_or_default();
+    let journal: bool = row.get(2);
+    let Some(url) = &config.archive else {
+        return Ok(Decision::snapshot(
+            "no archive is configured ([archive] url), so there is no history to replay",
+            rows,
+            source_lsn,
+        ));
+    };
+    if !journal {
+        return Ok(Decision::snapshot(
+            "the catalog journal is not installed in the source: run `walfill setup`",
+            rows,
+            source_lsn,
+        ));
+    }
+    let archive = Archive::open(url)?;
+    let list = match archive.segments(None).await {
+        Ok(list) => list,
+        Err(ArchiveError::NoSegments { .. }) => {
+            return Ok(Decision::snapshot(
+                "the archive holds no WAL",
+                rows,
+                source_lsn,
+            ))
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let timelines = list.timelines();
+    if timelines.len() > 1 {
+        return Ok(Decision::snapshot(
+            format!(
+                "the archive holds WAL of several timelines ({}): replay across a timeline \
+                 switch is not supported",
+                timelines
+                    .iter()
+                    .map(|t| t.to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            rows,
+            source_lsn,
+        ));
+    }
+    let size = u64::from(list.segment_size);
+    // The contiguous run of segments that ends with the newest one.
+    let mut segments: Vec<_> = list.segments.iter().map(|s| s.name).collect();
+    segments.sort();
+    let mut first = segments.len() - 1;
+    while first > 0 && segments[first - 1].segno.next() == segments[first].segno {
+        first -= 1;
+    }
+    let covered_from = segments[first].segno.start_lsn(size);
+    let gap = (first > 0).then(|| {
+        let missing = segments[first - 1].segno.next();
+        let name = walfill_replay::SegmentName {
+            timeline: segments[first].timeline,
+            segno: missing,
+        };
+        (name.file_name(size), missing.start_lsn(size))
+    });
+
+    let relid = plan.source.oid;
+    let bases = find_bases(&archive, database, relid).await?;
+    let base = bases.into_iter().find(|m| m.restart_lsn >= covered_from);
+    let scan = scan_journal(&archive, database, covered_from, None).await?;
+    let creation = scan.created.get(&relid).and_then(|c| {
+        scan.restart_points
+            .iter()
+            .rev()
+            .find(|(lsn, next)| *lsn <= c.commit_lsn && !xid_precedes(c.xid, *next))
+            .map(|(lsn, _)| ReplayStart::Creation {
+                restart: *lsn,
+                from: c.commit_lsn,
+            })
+    });
+    let base = base.map(|m| ReplayStart::Snapshot {
+        manifest: Box::new(m),
+    });
+    let start = match (creation, base) {
+        (Some(c), Some(b)) => Some(if b.restart() > c.restart() { b } else { c }),
+        (c, b) => c.or(b),
+    };
+    let Some(start) = start else {
+        let mut reason = format!(
+            "no base to replay {} from: the archive does not cover its creation and holds no \
+             base snapshot of it (the first snapshot backfill writes one)",
+            plan.source
+        );
+        if let Some((file, lsn)) = gap {
+            reason.push_str(&format!(
+                "; the archive is contiguous only from {covered_from}: segment {file} (WAL from \
+                 {lsn}) is missing"
+            ));
+        }
+        return Ok(Decision::snapshot(reason, rows, source_lsn));
+    };
+    if let Some(lost) = scan
+        .lost
+        .iter()
+        .find(|l| (l.relid == relid || l.relid == 0) && l.lsn >= start.from())
+    {
+        return Ok(Decision::snapshot(
+            format!(
+                "{} cannot be followed through the archive from {}: {}",
+                plan.source, lost.lsn, lost.reason
+            ),
+            rows,
+            source_lsn,
+        ));
+    }
+    let relation = match &start {
+        ReplayStart::Snapshot { manifest } => Some(manifest.relation.clone()),
+        ReplayStart::Creation { .. } => scan.catalog.by_oid(relid).map(|r| r.spec.clone()),
+    };
+    let relation = relation.or_else(|| scan.catalog.by_oid(relid).map(|r| r.spec.clone()));
+    let Some(relation) = relation else {
+        return Ok(Decision::snapshot(
+            format!("the catalog journal has no schema for {}", plan.source),
+            rows,
+            source_lsn,
+        ));
+    };
+    for ((attr, ty), type_name) in relation
+        .attrs
+        .attrs
+        .iter()
+        .zip(&relation.types)
+        .zip(&relation.type_names)
+    {
+        let read = plan.referenced.contains(&attr.name) || plan.key.contains(&attr.name);
+        if !attr.dropped && read && !ty.as_ref().is_some_and(is_supported) {
+            return Ok(Decision::snapshot(
+                format!(
+                    "column {}.{} has type {type_name}, which walfill cannot decode from WAL",
+                    plan.source, attr.name
+                ),
+                rows,
+                source_lsn,
+            ));
+        }
+    }
+    let wal_bytes = source_lsn.checked_sub(start.restart()).unwrap_or(0);
+    let estimated = match &start {
+        ReplayStart::Snapshot { manifest } => manifest.rows as i64,
+        ReplayStart::Creation { .. } => rows,
+    };
+    Ok(Decision {
+        path: "replay",
+        reason: format!(
+            "the archive covers {} from {} to now",
+            plan.source,
+            start.describe()
+        ),
+        start: Some(start),
+        wal_bytes,
+        estimated_rows: estimated.max(rows),
+        source_lsn,
+    })
+}
+
+/// `a` precedes `b` in PostgreSQL's circular xid order.
+fn xid_precedes(a: u32, b: u32) -> bool {
+    (a.wrapping_sub(b) as i32) < 0
+}
+
+/// Prints a decision for `walfill plan`.
+pub fn print(target: &str, decision: &Decision, json: bool) {
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(decision).unwrap_or_else(|_| "{}".into())
+        );
+        return;
+    }
+    println!("target {target}: {}", decision.path);
+    println!("  why: {}", decision.reason);
+    if let Some(start) = &decision.start {
+        println!("  base: {}", start.describe());
+        println!(
+            "  WAL: from {} to about {} ({:.1} MiB to read)",
+            start.restart(),
+            decision.source_lsn,
+            decision.wal_bytes as f64 / 1048576.0
+        );
+    }
+    println!("  rows: about {}", decision.estimated_rows);
+}
+
+/// `walfill plan TARGET`: how the target's configured version would be
+/// built now, and why.
+pub async fn plan(config: &Config, name: &str, json: bool) -> Result<()> {
+    let target = config.target(name)?;
+    let source = crate::db::connect(&config.source, crate::db::Role::Source).await?;
+    let dest = crate::db::connect(&config.destination, crate::db::Role::Destination).await?;
+    let def = crate::plan::Definition::from_config(target);
+    let plan = crate::plan::build(&source, &dest, &def).await?;
+    let decision = decide(config, &source, &plan).await?;
+    print(name, &decision, json);
+    Ok(())
+}

@@ -1,0 +1,77 @@
+//! A fast pass over archived WAL that follows only transactions and the
+//! catalog journal: which tables were created where, their schemas, which
+//! ones the journal lost track of, and where decoding may restart.
+
+use walfill_replay::archive::{Archive, ReadOptions};
+use walfill_replay::decode::{
+    decode_segments, Catalog, Creation, DecodeOptions, Decoder, LostRelation, Sink, SinkError,
+    TxnInfo,
+};
+use walfill_replay::{Lsn, RowChange};
+
+use crate::error::{Error, Result};
+
+/// What a journal scan found.
+#[derive(Debug)]
+pub struct Scan {
+    /// Tables as of the end of the scanned WAL.
+    pub catalog: Catalog,
+    /// Tables whose creation was seen, by OID.
+    pub created: rustc_hash::FxHashMap<u32, Creation>,
+    /// Tables the journal lost track of.
+    pub lost: Vec<LostRelation>,
+    /// Running-xacts records: `(LSN, next xid)`.
+    pub restart_points: Vec<(Lsn, u32)>,
+    /// The end of the WAL read.
+    pub end: Lsn,
+}
+
+struct Discard;
+
+impl Sink for Discard {
+    fn begin(&mut self, _: &TxnInfo) -> Result<(), SinkError> {
+        Ok(())
+    }
+    fn change(&mut self, _: &TxnInfo, _: RowChange) -> Result<(), SinkError> {
+        Ok(())
+    }
+    fn commit(&mut self, _: &TxnInfo) -> Result<(), SinkError> {
+        Ok(())
+    }
+    fn message(&mut self, _: Lsn, _: &str, _: &[u8]) -> Result<(), SinkError> {
+        Ok(())
+    }
+}
+
+/// Scans the WAL of database `database` in the archive from `from` to the
+/// end of the archive (or `to`).
+pub async fn scan_journal(
+    archive: &Archive,
+    database: u32,
+    from: Lsn,
+    to: Option<Lsn>,
+) -> Result<Scan> {
+    let runtime = tokio::runtime::Handle::current();
+    let archive = archive.clone();
+    tokio::task::spawn_blocking(move || {
+        let segments = archive.read_blocking(&runtime, from, to, ReadOptions::default());
+        let options = DecodeOptions {
+            only: Some(Default::default()),
+            journal_only: true,
+            strict_types: false,
+            ..DecodeOptions::default()
+        };
+        let mut decoder = Decoder::new(Catalog::new(database), options);
+        let fed = decode_segments(segments, from, to, &mut decoder, &mut Discard)
+            .map_err(|e| Error::History(e.to_string()))?;
+        Ok(Scan {
+            created: decoder.created().clone(),
+            lost: decoder.lost().to_vec(),
+            restart_points: decoder.restart_points().to_vec(),
+            catalog: decoder.catalog().clone(),
+            end: fed.end,
+        })
+    })
+    .await
+    .map_err(|e| Error::State(format!("the journal scan failed: {e}")))?
+}
