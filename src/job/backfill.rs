@@ -179,6 +179,7 @@ impl Job<'_> {
                 &self.plan,
                 &mut state,
                 self.options.path,
+                self.cancel,
             )
             .await?;
         } else if state.phase == Phase::Replaying && self.options.path == PathChoice::Snapshot {

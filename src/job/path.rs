@@ -6,10 +6,11 @@ use std::time::Duration;
 use tokio_postgres::Client;
 use tokio_util::sync::CancellationToken;
 use walfill_replay::archive::Archive;
+use walfill_replay::Lsn;
 use walfill_snapshot::{Boundary, ReplicationConnection, SnapshotError};
 
 use super::replay::{replay, wait_for_archive, ReplaySource};
-use super::source::slot_exists;
+use super::source::{current_wal_lsn, slot_exists};
 use crate::apply::Applier;
 use crate::config::Config;
 use crate::error::{Error, Result};
@@ -26,6 +27,7 @@ pub(super) async fn choose(
     plan: &Plan,
     state: &mut VersionState,
     choice: PathChoice,
+    cancel: &CancellationToken,
 ) -> Result<()> {
     let (path, reason, start) = match choice {
         PathChoice::Snapshot => (
@@ -34,6 +36,7 @@ pub(super) async fn choose(
             None,
         ),
         PathChoice::Auto | PathChoice::Replay => {
+            archive_recent_wal(config, source, cancel).await?;
             let decision = planner::decide(config, source, plan).await?;
             if decision.path != "replay" && choice == PathChoice::Replay {
                 return Err(Error::State(format!(
@@ -59,6 +62,31 @@ pub(super) async fn choose(
         serde_json::json!({ "path": path, "reason": reason }),
     )
     .await
+}
+
+/// Lets the archive catch up with the source before the planner looks at
+/// it (a table created minutes ago is in the segment being written): asks
+/// the source to switch segments and waits a little for the archiver. The
+/// planner decides on what is archived, whatever happens here.
+async fn archive_recent_wal(
+    config: &Config,
+    source: &Client,
+    cancel: &CancellationToken,
+) -> Result<()> {
+    let Some(url) = &config.archive else {
+        return Ok(());
+    };
+    let archive = Archive::open(url)?;
+    let now = current_wal_lsn(source).await?;
+    let last = Lsn(now.0.saturating_sub(1));
+    let wait = Duration::from_secs(config.archive_settings.wait_seconds.min(30));
+    match wait_for_archive(source, &archive, last, now, wait, cancel).await {
+        Err(Error::History(reason)) => {
+            tracing::info!(%reason, "the archive is behind the source; planning with what it holds");
+            Ok(())
+        }
+        other => other,
+    }
 }
 
 /// Gives up a replay that the archive cannot serve: the version will be

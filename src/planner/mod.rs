@@ -192,17 +192,26 @@ pub async fn decide(config: &Config, source: &Client, plan: &Plan) -> Result<Dec
     let relid = plan.source.oid;
     let bases = find_bases(&archive, database, relid).await?;
     let base = bases.into_iter().find(|m| m.restart_lsn >= covered_from);
-    let scan = scan_journal(&archive, database, covered_from, None).await?;
-    let creation = scan.created.get(&relid).and_then(|c| {
-        scan.restart_points
-            .iter()
-            .rev()
-            .find(|(lsn, next)| *lsn <= c.commit_lsn && !xid_precedes(c.xid, *next))
-            .map(|(lsn, _)| ReplayStart::Creation {
-                restart: *lsn,
-                from: c.commit_lsn,
-            })
-    });
+    // With a base, only what follows it matters (a later creation of the
+    // same OID included). Without one, the creation is searched for in ever
+    // larger windows at the end of the archive: a young table costs a short
+    // scan, and only a table older than the archive costs a scan of all of it.
+    let scan = match &base {
+        Some(b) => scan_journal(&archive, database, Some(&b.relation), b.restart_lsn, None).await?,
+        None => {
+            let mut window = 1;
+            loop {
+                let start = segments.len().saturating_sub(window).max(first);
+                let from = segments[start].segno.start_lsn(size);
+                let scan = scan_journal(&archive, database, None, from, None).await?;
+                if start == first || creation_start(&scan, relid).is_some() {
+                    break scan;
+                }
+                window *= 4;
+            }
+        }
+    };
+    let creation = creation_start(&scan, relid);
     let base = base.map(|m| ReplayStart::Snapshot {
         manifest: Box::new(m),
     });
@@ -238,11 +247,15 @@ pub async fn decide(config: &Config, source: &Client, plan: &Plan) -> Result<Dec
             source_lsn,
         ));
     }
-    let relation = match &start {
-        ReplayStart::Snapshot { manifest } => Some(manifest.relation.clone()),
-        ReplayStart::Creation { .. } => scan.catalog.by_oid(relid).map(|r| r.spec.clone()),
-    };
-    let relation = relation.or_else(|| scan.catalog.by_oid(relid).map(|r| r.spec.clone()));
+    // The table as the archive last describes it.
+    let relation = scan
+        .catalog
+        .by_oid(relid)
+        .map(|r| r.spec.clone())
+        .or_else(|| match &start {
+            ReplayStart::Snapshot { manifest } => Some(manifest.relation.clone()),
+            ReplayStart::Creation { .. } => None,
+        });
     let Some(relation) = relation else {
         return Ok(Decision::snapshot(
             format!("the catalog journal has no schema for {}", plan.source),
@@ -286,6 +299,20 @@ pub async fn decide(config: &Config, source: &Client, plan: &Plan) -> Result<Dec
         estimated_rows: estimated.max(rows),
         source_lsn,
     })
+}
+
+/// Where a replay from the table's creation would start, if the scan saw
+/// the creating transaction whole (from a restart point before it began).
+fn creation_start(scan: &Scan, relid: u32) -> Option<ReplayStart> {
+    let created = scan.created.get(&relid)?;
+    scan.restart_points
+        .iter()
+        .rev()
+        .find(|(lsn, next)| *lsn <= created.commit_lsn && !xid_precedes(created.xid, *next))
+        .map(|(lsn, _)| ReplayStart::Creation {
+            restart: *lsn,
+            from: created.commit_lsn,
+        })
 }
 
 /// `a` precedes `b` in PostgreSQL's circular xid order.

@@ -4,8 +4,8 @@
 
 use walfill_replay::archive::{Archive, ReadOptions};
 use walfill_replay::decode::{
-    decode_segments, Catalog, Creation, DecodeOptions, Decoder, LostRelation, Sink, SinkError,
-    TxnInfo,
+    decode_segments, Catalog, Creation, DecodeOptions, Decoder, LostRelation, NewRelation,
+    RelationSchema, Sink, SinkError, TxnInfo,
 };
 use walfill_replay::{Lsn, RowChange};
 
@@ -44,13 +44,19 @@ impl Sink for Discard {
 }
 
 /// Scans the WAL of database `database` in the archive from `from` to the
-/// end of the archive (or `to`).
+/// end of the archive (or `to`), starting with the tables of `known` (the
+/// relation of a base snapshot).
 pub async fn scan_journal(
     archive: &Archive,
     database: u32,
+    known: Option<&NewRelation>,
     from: Lsn,
     to: Option<Lsn>,
 ) -> Result<Scan> {
+    let mut catalog = Catalog::new(database);
+    if let Some(relation) = known {
+        catalog.insert(RelationSchema::new(relation.clone()));
+    }
     let runtime = tokio::runtime::Handle::current();
     let archive = archive.clone();
     tokio::task::spawn_blocking(move || {
@@ -61,7 +67,7 @@ pub async fn scan_journal(
             strict_types: false,
             ..DecodeOptions::default()
         };
-        let mut decoder = Decoder::new(Catalog::new(database), options);
+        let mut decoder = Decoder::new(catalog, options);
         let fed = decode_segments(segments, from, to, &mut decoder, &mut Discard)
             .map_err(|e| Error::History(e.to_string()))?;
         Ok(Scan {

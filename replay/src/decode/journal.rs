@@ -254,6 +254,8 @@ pub(crate) struct JournalTracker {
     pub(crate) created: rustc_hash::FxHashMap<u32, Creation>,
     /// Relations lost so far.
     pub(crate) lost: Vec<LostRelation>,
+    /// Files each open transaction wrote while no known relation had them.
+    unseen: rustc_hash::FxHashMap<u32, rustc_hash::FxHashSet<crate::wal::RelFileLocator>>,
 }
 
 #[derive(Clone, Debug)]
@@ -303,6 +305,13 @@ impl JournalTracker {
         );
     }
 
+    /// Transaction `top` wrote `file`, which no relation it knows of has.
+    pub(crate) fn unknown_file(&mut self, top: u32, file: crate::wal::RelFileLocator) {
+        if top != 0 {
+            self.unseen.entry(top).or_default().insert(file);
+        }
+    }
+
     /// A journal failure message of `subxid` (in `top`).
     pub(crate) fn failure(&mut self, top: u32, subxid: u32, relids: Vec<u32>) {
         self.pending
@@ -331,6 +340,7 @@ impl JournalTracker {
 
     /// A top-level transaction aborted (or crashed).
     pub(crate) fn aborted(&mut self, top: u32) {
+        self.unseen.remove(&top);
         self.pending.remove(&top);
         self.overlays.remove(&top);
         self.prepared.remove(&top);
@@ -349,6 +359,8 @@ impl JournalTracker {
             .retain(|xid, _| prepared.contains(xid) || !gone(*xid));
         self.overlays
             .retain(|xid, _| prepared.contains(xid) || !gone(*xid));
+        self.unseen
+            .retain(|xid, _| prepared.contains(xid) || !gone(*xid));
     }
 
     /// A transaction committed at `lsn`, dropping `dropped_files`: its
@@ -363,6 +375,7 @@ impl JournalTracker {
     ) {
         self.overlays.remove(&top);
         self.prepared.remove(&top);
+        let unseen = self.unseen.remove(&top).unwrap_or_default();
         for (_, p) in self.pending.remove(&top).unwrap_or_default() {
             match p {
                 Pending::Update(u, creates) => {
@@ -371,6 +384,20 @@ impl JournalTracker {
                             commit_lsn: lsn,
                             xid: top,
                         });
+                        // CREATE TABLE AS writes rows before the journal
+                        // can describe the table: they cannot be decoded.
+                        if unseen.contains(&r.file) {
+                            self.lost.push(LostRelation {
+                                relid: r.oid,
+                                name: format!("{}.{}", r.schema, r.name),
+                                lsn,
+                                reason: "the statement that created it also wrote its first \
+                                         rows (CREATE TABLE AS, SELECT INTO), before the \
+                                         catalog journal could describe it; a base snapshot \
+                                         (which a snapshot backfill writes) can replace them"
+                                    .into(),
+                            });
+                        }
                     }
                     apply(global, &u)
                 }

@@ -219,6 +219,11 @@ impl Decoder {
                 RmgrId::XACT | RmgrId::STANDBY | RmgrId::LOGICAL_MESSAGE | RmgrId::XLOG
             )
         {
+            if matches!(record.rmid, RmgrId::HEAP | RmgrId::HEAP2) {
+                if let Some(block) = record.blocks.first() {
+                    self.note_unknown(top, &block.rel);
+                }
+            }
             return Ok(());
         }
         let event = interpret(record, major)?;
@@ -461,8 +466,20 @@ impl Decoder {
             Some(_) => None,
             None => {
                 self.stats.unknown_relation_records += 1;
+                self.journal.unknown_file(top, *file);
                 None
             }
+        }
+    }
+
+    /// Remembers that `top` wrote `file` while no known relation had it.
+    fn note_unknown(&mut self, top: u32, file: &crate::wal::RelFileLocator) {
+        let catalog = self.journal.catalog_for(top, &self.catalog);
+        if file.db == self.catalog.database
+            && catalog.by_file(file).is_none()
+            && !catalog.is_toast(file)
+        {
+            self.journal.unknown_file(top, *file);
         }
     }
 
