@@ -12,7 +12,7 @@
 #
 # The cluster lives in a new directory (WALFILL_PG_HOME, default: a fresh
 # temporary directory; it must not exist yet or be empty) on WALFILL_PG_PORT
-# (default 54390) and is stopped and deleted at the end.
+# (default 54392) and is stopped and deleted at the end.
 #
 # Usage: scripts/gen-wal-fixtures.sh
 set -euo pipefail
@@ -30,7 +30,7 @@ if [ -e "$WALFILL_PG_HOME" ] && [ -n "$(ls -A "$WALFILL_PG_HOME")" ]; then
   exit 1
 fi
 export WALFILL_PG_HOME
-export WALFILL_PG_PORT="${WALFILL_PG_PORT:-54390}"
+export WALFILL_PG_PORT="${WALFILL_PG_PORT:-54392}"
 export WALFILL_PG_SEGSIZE=1
 . "$ROOT/scripts/lib.sh"
 

@@ -21,6 +21,9 @@ WALFILL_TEST_PG_REPLICA_URL="$(WALFILL_PG_HOME="$WALFILL_PG_HOME-replica" \
   "$WALFILL_ROOT/scripts/pg-up.sh")"
 WALFILL_TEST_ARCHIVE_URL="file://$WALFILL_PG_ARCHIVE"
 export WALFILL_TEST_PG_URL WALFILL_TEST_PG_REPLICA_URL WALFILL_TEST_ARCHIVE_URL
+# A local S3-compatible server for the tests of S3 archives.
+S3_ENV="$("$WALFILL_ROOT/scripts/s3-up.sh")"
+eval "$S3_ENV"
 
 if cargo nextest --version >/dev/null 2>&1; then
   cargo nextest run --workspace --locked --no-fail-fast "$@"

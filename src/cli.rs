@@ -73,6 +73,13 @@ pub enum Command {
     /// written unless all checks pass. Run it again after adding targets.
     Setup,
 
+    /// Remove the catalog journal (event triggers, truncate triggers and
+    /// functions in schema `walfill`) from the source. Versions already
+    /// built keep working; replays of WAL written afterwards cannot follow
+    /// schema changes, so backfills take snapshots until `setup` runs again.
+    /// Needs a superuser.
+    Teardown,
+
     /// Build the configured version of a target and publish it.
     ///
     /// Creates the version's slot (its consistent point is the boundary) and
@@ -199,6 +206,36 @@ pub enum Command {
         /// The database (default: the configuration's source).
         #[arg(long)]
         source: Option<String>,
+    },
+
+    /// Keep the configured archive ([archive] url) filled with the source's WAL.
+    ///
+    /// Streams WAL through a physical replication slot (created if missing)
+    /// and stores each segment zstd-compressed as it completes, and the
+    /// unfinished one as `.partial` every flush interval. The slot only
+    /// advances to what the archive holds, so a restart (after Ctrl-C,
+    /// SIGTERM or kill -9) resumes without losing WAL. Runs until interrupted.
+    Archive {
+        /// The physical slot (default: walfill_archive_TAG).
+        #[arg(long)]
+        slot: Option<String>,
+        /// Seconds between stores of the unfinished segment.
+        #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u64).range(1..))]
+        flush_interval: u64,
+        /// Exit once the archive has all WAL before this LSN.
+        #[arg(long, value_parser = parse_lsn)]
+        once_until_lsn: Option<Lsn>,
+    },
+
+    /// Store one WAL file in the archive, for archive_command = 'walfill wal-push %p'.
+    ///
+    /// Segments are stored zstd-compressed, history files as they are. A
+    /// file the archive already has with the same content succeeds; with
+    /// other content it fails and the stored file is kept. Needs only the
+    /// configuration's [archive] url (no database connection).
+    WalPush {
+        /// The file (relative to the working directory, PostgreSQL's data directory).
+        path: PathBuf,
     },
 
     /// Drop a version that is not active: its slot and its table.

@@ -14,6 +14,7 @@
 //! sources may overlap and arrive in any interleaving with the same result.
 
 pub mod apply;
+pub mod archiver;
 pub mod base;
 pub mod catalog;
 pub mod cli;
@@ -22,6 +23,7 @@ pub mod db;
 pub mod decode;
 pub mod error;
 pub mod job;
+pub mod journal;
 pub mod plan;
 pub mod planner;
 pub mod progress;

@@ -8,7 +8,9 @@ use tokio_util::sync::CancellationToken;
 use walfill::cli::{Cli, Command};
 use walfill::config::{self, Config, PgUrl};
 use walfill::error::{Error, Result};
-use walfill::{db, decode, job, planner, retire, setup, state, status, swap, telemetry};
+use walfill::{
+    archiver, db, decode, job, journal, planner, retire, setup, state, status, swap, telemetry,
+};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -102,6 +104,11 @@ async fn run(command: Command, config: Option<Config>) -> Result<u8> {
     let config = config.ok_or_else(|| Error::State("no configuration".into()))?;
     match command {
         Command::Setup => setup::setup(&config).await?,
+        Command::Teardown => {
+            let source = db::connect(&config.source, db::Role::Source).await?;
+            journal::uninstall(&source).await?;
+            println!("catalog journal removed from {}", config.source);
+        }
         Command::Backfill {
             target,
             no_swap,
@@ -134,6 +141,21 @@ async fn run(command: Command, config: Option<Config>) -> Result<u8> {
                 Err(Error::Interrupted) | Ok(()) => {}
                 Err(e) => return Err(e),
             }
+        }
+        Command::Archive {
+            slot,
+            flush_interval,
+            once_until_lsn,
+        } => {
+            let options = archiver::ArchiveOptions {
+                slot,
+                flush_interval: std::time::Duration::from_secs(flush_interval),
+                until: once_until_lsn,
+            };
+            archiver::archive(&config, &options, &cancel).await?;
+        }
+        Command::WalPush { path } => {
+            archiver::wal_push(&config, &path).await?;
         }
         Command::Retire { target, version } => {
             config.target(&target)?;

@@ -11,6 +11,7 @@ use walfill_snapshot::{SnapshotError, SourceTable};
 use crate::config::Config;
 use crate::db::{self, Role};
 use crate::error::{Error, Result};
+use crate::journal;
 use crate::plan::{self, Definition};
 use crate::state;
 
@@ -129,11 +130,24 @@ pub async fn setup(config: &Config) -> Result<()> {
             quote_ident(&config.destination.user())
         ));
     }
+    // Replay needs the catalog journal; it is (re)installed when missing,
+    // outdated or damaged.
+    let install_journal = config.archive.is_some() && !journal::check(&source).await?.is_empty();
+    if install_journal {
+        problems.extend(journal::preflight(&source).await?);
+    }
     if !problems.is_empty() {
         return Err(Error::Problems(problems));
     }
 
     state::install(&dest).await?;
+    if install_journal {
+        let report = journal::install(&source).await?;
+        println!(
+            "catalog journal installed in the source: {} table(s) described",
+            report.tables
+        );
+    }
     if !publication_exists {
         let sql = if to_publish.is_empty() {
             format!("CREATE PUBLICATION {}", quote_ident(publication))

@@ -6,8 +6,10 @@
 mod support;
 
 mod apply_rule;
+mod archiver;
 mod bad_input;
 mod boundary;
+mod journal;
 mod oracle;
 mod resume;
 mod snapshot;

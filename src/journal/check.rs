@@ -1,0 +1,147 @@
+//! Is the catalog journal in place, current and complete? Each problem names
+//! its fix. Reads only catalogs every role can read, so any user can check.
+
+use tokio_postgres::Client;
+use walfill_snapshot::sql::quote_ident;
+use walfill_snapshot::SnapshotError;
+
+use super::{fingerprint, EVENT_TRIGGERS, TRUNCATE_TRIGGER};
+use crate::error::Result;
+
+/// How many tables without a truncate trigger a problem names.
+const NAMED_TABLES: usize = 5;
+
+/// Problems that stop [`super::install`] and [`super::uninstall`]: event
+/// triggers need a superuser.
+pub async fn preflight(source: &Client) -> Result<Vec<String>> {
+    let row = source
+        .query_one(
+            "SELECT r.rolsuper, current_user::text, current_database()::text
+               FROM pg_catalog.pg_roles r WHERE r.rolname = current_user",
+            &[],
+        )
+        .await
+        .map_err(|e| SnapshotError::query("reading the source user's attributes", e))?;
+    if row.get::<_, bool>(0) {
+        return Ok(Vec::new());
+    }
+    let user: String = row.get(1);
+    let database: String = row.get(2);
+    Ok(vec![format!(
+        "the source user {user} is not a superuser, and installing, updating or removing the \
+         catalog journal (event triggers) in database {database} needs one; fix: run walfill \
+         setup/teardown with a superuser's source URL, or ALTER ROLE {} SUPERUSER",
+        quote_ident(&user)
+    )])
+}
+
+/// Problems with the catalog journal in the source, each with its fix: a user
+/// that cannot install it, a journal that is missing, outdated or disabled,
+/// and journaled tables without the truncate trigger. Empty when all is well.
+pub async fn check(source: &Client) -> Result<Vec<String>> {
+    let mut problems = preflight(source).await?;
+    let failed = |what: &'static str| move |e| SnapshotError::query(what, e);
+
+    let installed: Option<String> = source
+        .query_opt(
+            "SELECT p.prosrc FROM pg_catalog.pg_proc p
+               JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
+              WHERE n.nspname = 'walfill' AND p.proname = 'journal_version'",
+            &[],
+        )
+        .await
+        .map_err(failed("looking for the catalog journal"))?
+        .map(|r| r.get(0));
+    let Some(installed) = installed else {
+        problems.push(
+            "the catalog journal is not installed in the source, so WAL replay cannot follow \
+             its tables' schemas; fix: run walfill setup"
+                .to_string(),
+        );
+        return Ok(problems);
+    };
+    let current = fingerprint();
+    if !installed.contains(&current) {
+        problems.push(format!(
+            "the catalog journal in the source is outdated (installed: {}, this walfill: \
+             {current}); fix: run walfill setup again",
+            installed.trim()
+        ));
+    }
+
+    let triggers = source
+        .query(
+            "SELECT e.evtname::text, e.evtenabled::text, n.nspname = 'walfill'
+               FROM pg_catalog.pg_event_trigger e
+               JOIN pg_catalog.pg_proc p ON p.oid = e.evtfoid
+               JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
+              WHERE e.evtname = ANY ($1)",
+            &[&EVENT_TRIGGERS.to_vec()],
+        )
+        .await
+        .map_err(failed("reading the journal's event triggers"))?;
+    for name in EVENT_TRIGGERS {
+        match triggers.iter().find(|r| r.get::<_, String>(0) == name) {
+            None => problems.push(format!(
+                "the catalog journal's event trigger {name} is missing, so schema changes go \
+                 unrecorded; fix: run walfill setup again"
+            )),
+            Some(row) if !row.get::<_, bool>(2) => problems.push(format!(
+                "event trigger {name} does not call the catalog journal; fix: DROP EVENT \
+                 TRIGGER {name}, then run walfill setup again"
+            )),
+            Some(row) if row.get::<_, String>(1) != "A" => problems.push(format!(
+                "the catalog journal's event trigger {name} is not enabled ALWAYS (it is '{}'), \
+                 so some schema changes go unrecorded; fix: ALTER EVENT TRIGGER {name} ENABLE \
+                 ALWAYS, or run walfill setup again",
+                row.get::<_, String>(1)
+            )),
+            Some(_) => {}
+        }
+    }
+
+    // The same test as walfill.journal_is_journaled (journal.sql), restricted
+    // to the kinds that can have triggers.
+    let bare: Vec<String> = source
+        .query(
+            "SELECT c.oid::pg_catalog.regclass::text
+               FROM pg_catalog.pg_class c
+               JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+              WHERE c.relkind IN ('r', 'p') AND c.relpersistence = 'p'
+                AND n.nspname NOT IN ('pg_catalog', 'information_schema', 'pg_toast', 'walfill')
+                AND NOT EXISTS (
+                    SELECT 1 FROM pg_catalog.pg_trigger t
+                      JOIN pg_catalog.pg_proc p ON p.oid = t.tgfoid
+                      JOIN pg_catalog.pg_namespace pn ON pn.oid = p.pronamespace
+                     WHERE t.tgrelid = c.oid AND t.tgname = $1 AND t.tgenabled = 'A'
+                       AND pn.nspname = 'walfill' AND p.proname = 'journal_truncate')
+              ORDER BY c.oid",
+            &[&TRUNCATE_TRIGGER],
+        )
+        .await
+        .map_err(failed(
+            "looking for tables without the journal's truncate trigger",
+        ))?
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    if !bare.is_empty() {
+        let mut named = bare
+            .iter()
+            .take(NAMED_TABLES)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join(", ");
+        if bare.len() > NAMED_TABLES {
+            named.push_str(&format!(" and {} more", bare.len() - NAMED_TABLES));
+        }
+        problems.push(format!(
+            "{} journaled table{} lack{} the catalog journal's truncate trigger (enabled \
+             ALWAYS), so a TRUNCATE would go unrecorded: {named}; fix: run walfill setup again",
+            bare.len(),
+            if bare.len() == 1 { "" } else { "s" },
+            if bare.len() == 1 { "s" } else { "" },
+        ));
+    }
+    Ok(problems)
+}

@@ -1,0 +1,38 @@
+-- Removes the catalog journal: its event triggers, the truncate triggers on
+-- every table, its functions, and the schema walfill when nothing else is in
+-- it (walfill's state tables keep it). Runs in one transaction with
+-- search_path = pg_catalog, pg_temp.
+DROP EVENT TRIGGER IF EXISTS walfill_journal_ddl;
+DROP EVENT TRIGGER IF EXISTS walfill_journal_drop;
+
+DO $do$
+DECLARE
+    t record;
+    f regprocedure;
+BEGIN
+    FOR t IN
+        SELECT tg.tgrelid::regclass AS rel, tg.tgname
+          FROM pg_catalog.pg_trigger tg
+          JOIN pg_catalog.pg_proc p ON p.oid = tg.tgfoid
+          JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
+         WHERE n.nspname = 'walfill' AND p.proname = 'journal_truncate'
+    LOOP
+        EXECUTE format('DROP TRIGGER %I ON %s', t.tgname, t.rel);
+    END LOOP;
+    FOR f IN
+        SELECT p.oid::regprocedure
+          FROM pg_catalog.pg_proc p
+          JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
+         WHERE n.nspname = 'walfill' AND p.proname LIKE 'journal\_%'
+    LOOP
+        EXECUTE format('DROP FUNCTION %s', f);
+    END LOOP;
+    IF EXISTS (SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = 'walfill') THEN
+        BEGIN
+            DROP SCHEMA walfill;
+        EXCEPTION WHEN dependent_objects_still_exist THEN
+            NULL;
+        END;
+    END IF;
+END
+$do$;
