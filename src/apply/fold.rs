@@ -57,11 +57,25 @@ impl ColumnMap {
     /// Lines up `relation` with `plan`; fails when a column the transform
     /// reads is gone or changed type, which needs a new version.
     pub fn new(plan: &Plan, relation: Arc<Relation>) -> Result<ColumnMap> {
+        ColumnMap::build(plan, relation, false)
+    }
+
+    /// Lines up an earlier description of the table with `plan`, for
+    /// replayed history: a column the table did not have yet reads as NULL,
+    /// and a value of a column since retyped is cast to its current type.
+    /// (Schema changes that changed stored values without row changes are
+    /// caught before: see [`crate::planner::blocking_loss`].)
+    pub fn historical(plan: &Plan, relation: Arc<Relation>) -> Result<ColumnMap> {
+        ColumnMap::build(plan, relation, true)
+    }
+
+    fn build(plan: &Plan, relation: Arc<Relation>, historical: bool) -> Result<ColumnMap> {
         let mut positions = Vec::new();
         for column in plan.source.replicated_columns() {
             let position = relation.column_index(&column.name);
             let read = plan.referenced.contains(&column.name) || plan.key.contains(&column.name);
             match position {
+                _ if historical && !plan.key.contains(&column.name) => positions.push(position),
                 None if read => {
                     return Err(schema_changed(
                         plan,
@@ -81,11 +95,15 @@ impl ColumnMap {
             .key
             .iter()
             .map(|k| {
-                relation
-                    .column_index(k)
-                    .expect("key columns are checked above")
+                relation.column_index(k).ok_or_else(|| {
+                    Error::History(format!(
+                        "key column {k} of {} is missing from an earlier description of the \
+                         table",
+                        plan.source
+                    ))
+                })
             })
-            .collect();
+            .collect::<Result<_>>()?;
         Ok(ColumnMap {
             relation,
             positions,

@@ -27,6 +27,7 @@ pub struct Applier {
     plan: Plan,
     batch_sql: BatchSql,
     maps: HashMap<u32, ColumnMap>,
+    historical: bool,
 }
 
 /// What applying a batch did.
@@ -48,6 +49,16 @@ impl Applier {
             plan,
             batch_sql,
             maps: HashMap::new(),
+            historical: false,
+        }
+    }
+
+    /// An applier of replayed history, whose changes may come from earlier
+    /// descriptions of the table (see [`ColumnMap::historical`]).
+    pub fn historical(plan: Plan) -> Applier {
+        Applier {
+            historical: true,
+            ..Applier::new(plan)
         }
     }
 
@@ -105,7 +116,10 @@ impl Applier {
             None => true,
         };
         if fresh {
-            let map = ColumnMap::new(&self.plan, relation.clone())?;
+            let map = match self.historical {
+                true => ColumnMap::historical(&self.plan, relation.clone())?,
+                false => ColumnMap::new(&self.plan, relation.clone())?,
+            };
             self.maps.insert(relation.oid, map);
         }
         Ok(&self.maps[&relation.oid])
@@ -158,7 +172,12 @@ impl Applier {
                 | RowChange::Update { relation, .. }
                 | RowChange::Delete { relation, .. } => {
                     let source = &self.plan.source;
-                    if relation.schema != source.schema || relation.name != source.name {
+                    // Replayed history names the table as it was then.
+                    let ours = match self.historical {
+                        true => relation.oid == source.oid,
+                        false => relation.schema == source.schema && relation.name == source.name,
+                    };
+                    if !ours {
                         continue;
                     }
                     let map = self.map_for(relation)?;

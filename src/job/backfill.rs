@@ -169,7 +169,7 @@ struct Job<'a> {
 impl Job<'_> {
     /// Runs the remaining phases.
     async fn run(&mut self, dest: &mut Client, mut state: VersionState) -> Result<()> {
-        let mut applier = Applier::new(self.plan.clone());
+        let applier = Applier::new(self.plan.clone());
         let mut stream_conn = None;
         if state.phase == Phase::Planned {
             path::choose(
@@ -192,7 +192,7 @@ impl Job<'_> {
                 plan: &self.plan,
                 cancel: self.cancel,
             };
-            match job.run(dest, &mut applier, &mut state).await {
+            match job.run(dest, &mut state).await {
                 Ok(conn) => stream_conn = conn,
                 Err(Error::History(reason)) if self.options.path == PathChoice::Auto => {
                     path::fall_back(dest, &mut state, &reason).await?;

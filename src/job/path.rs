@@ -125,7 +125,6 @@ impl ReplayJob<'_> {
     pub(super) async fn run(
         &self,
         dest: &mut Client,
-        applier: &mut Applier,
         state: &mut VersionState,
     ) -> Result<Option<ReplicationConnection>> {
         let url = self
@@ -221,7 +220,8 @@ impl ReplayJob<'_> {
             boundary,
             batch_changes: self.config.backfill.apply_batch_changes as usize,
         };
-        replay(dest, applier, state, &replay_source, wait, self.cancel).await?;
+        let mut applier = Applier::historical(self.plan.clone());
+        replay(dest, &mut applier, state, &replay_source, wait, self.cancel).await?;
         state.set_phase(&*dest, Phase::CatchingUp).await?;
         Ok(connection)
     }

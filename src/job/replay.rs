@@ -26,7 +26,7 @@ use crate::apply::Applier;
 use crate::base::{read_part, relation_of, Manifest};
 use crate::decode::{change_budget, READ_AHEAD};
 use crate::error::{Error, Result};
-use crate::planner::ReplayStart;
+use crate::planner::{blocking_loss, ReplayStart};
 use crate::progress::Progress;
 use crate::state::VersionState;
 
@@ -101,11 +101,7 @@ pub(super) async fn replay(
 fn check(applier: &Applier, source: &ReplaySource<'_>, outcome: &WalOutcome) -> Result<()> {
     let plan = applier.plan();
     let from = source.start.from();
-    if let Some(lost) = outcome
-        .lost
-        .iter()
-        .find(|l| (l.relid == plan.source.oid || l.relid == 0) && l.lsn >= from)
-    {
+    if let Some(lost) = blocking_loss(&outcome.lost, plan, from) {
         return Err(Error::History(format!(
             "{} cannot be followed through the archive from {}: {}",
             plan.source, lost.lsn, lost.reason

@@ -14,7 +14,7 @@ pub use scan::{scan_journal, Scan};
 use serde::{Deserialize, Serialize};
 use tokio_postgres::Client;
 use walfill_replay::archive::{Archive, ArchiveError};
-use walfill_replay::decode::is_supported;
+use walfill_replay::decode::{is_supported, LostRelation};
 use walfill_replay::Lsn;
 use walfill_snapshot::SnapshotError;
 
@@ -190,13 +190,19 @@ pub async fn decide(config: &Config, source: &Client, plan: &Plan) -> Result<Dec
     });
 
     let relid = plan.source.oid;
+    let oldest_xid = oldest_catalog_xid(source, relid).await?;
     let bases = find_bases(&archive, database, relid).await?;
     let base = bases.into_iter().find(|m| m.restart_lsn >= covered_from);
     // With a base, only what follows it matters (a later creation of the
     // same OID included). Without one, the creation is searched for in ever
     // larger windows at the end of the archive: a young table costs a short
     // scan, and only a table older than the archive costs a scan of all of it.
+    let newest = segments[segments.len() - 1].segno;
     let scan = match &base {
+        // The base is newer than the archived WAL: nothing to scan yet.
+        Some(b) if b.restart_lsn.segment(size) > newest => {
+            Scan::nothing(database, Some(&b.relation), b.restart_lsn)
+        }
         Some(b) => scan_journal(&archive, database, Some(&b.relation), b.restart_lsn, None).await?,
         None => {
             let mut window = 1;
@@ -204,7 +210,14 @@ pub async fn decide(config: &Config, source: &Client, plan: &Plan) -> Result<Dec
                 let start = segments.len().saturating_sub(window).max(first);
                 let from = segments[start].segno.start_lsn(size);
                 let scan = scan_journal(&archive, database, None, from, None).await?;
-                if start == first || creation_start(&scan, relid).is_some() {
+                // The window began before the oldest transaction that wrote
+                // the table's catalog rows (its creation, unless every row
+                // was rewritten since): looking further back finds nothing.
+                let before_table = scan
+                    .restart_points
+                    .first()
+                    .is_some_and(|(_, next)| oldest_xid.is_some_and(|x| !xid_precedes(x, *next)));
+                if start == first || before_table || creation_start(&scan, relid).is_some() {
                     break scan;
                 }
                 window *= 4;
@@ -233,11 +246,7 @@ pub async fn decide(config: &Config, source: &Client, plan: &Plan) -> Result<Dec
         }
         return Ok(Decision::snapshot(reason, rows, source_lsn));
     };
-    if let Some(lost) = scan
-        .lost
-        .iter()
-        .find(|l| (l.relid == relid || l.relid == 0) && l.lsn >= start.from())
-    {
+    if let Some(lost) = blocking_loss(&scan.lost, plan, start.from()) {
         return Ok(Decision::snapshot(
             format!(
                 "{} cannot be followed through the archive from {}: {}",
@@ -301,6 +310,30 @@ pub async fn decide(config: &Config, source: &Client, plan: &Plan) -> Result<Dec
     })
 }
 
+/// The oldest transaction that wrote one of the table's catalog rows
+/// (`pg_class`, its row type, its columns): the creating one, unless all of
+/// them were rewritten since.
+async fn oldest_catalog_xid(source: &Client, relid: u32) -> Result<Option<u32>> {
+    let row = source
+        .query_one(
+            "SELECT x::text FROM (
+                 SELECT xmin AS x FROM pg_class WHERE oid = $1
+                 UNION ALL
+                 SELECT t.xmin FROM pg_type t JOIN pg_class c ON c.reltype = t.oid
+                  WHERE c.oid = $1
+                 UNION ALL
+                 SELECT xmin FROM pg_attribute WHERE attrelid = $1 AND attnum > 0
+             ) s ORDER BY age(x) DESC LIMIT 1",
+            &[&relid],
+        )
+        .await
+        .map_err(|e| SnapshotError::query("reading the table's catalog rows", e))?;
+    Ok(row
+        .get::<_, Option<String>>(0)
+        .and_then(|t| t.parse::<u32>().ok())
+        .filter(|x| *x >= 3))
+}
+
 /// Where a replay from the table's creation would start, if the scan saw
 /// the creating transaction whole (from a restart point before it began).
 fn creation_start(scan: &Scan, relid: u32) -> Option<ReplayStart> {
@@ -313,6 +346,23 @@ fn creation_start(scan: &Scan, relid: u32) -> Option<ReplayStart> {
             restart: *lsn,
             from: created.commit_lsn,
         })
+}
+
+/// The first loss in `lost` that makes a replay of `plan` from `from`
+/// wrong: one of its table (or of an unknown table) at or after `from`,
+/// unless it concerns only a column the transform does not read.
+pub fn blocking_loss<'a>(
+    lost: &'a [LostRelation],
+    plan: &Plan,
+    from: Lsn,
+) -> Option<&'a LostRelation> {
+    lost.iter().find(|l| {
+        (l.relid == plan.source.oid || l.relid == 0)
+            && l.lsn >= from
+            && l.column
+                .as_ref()
+                .is_none_or(|c| plan.referenced.contains(c) || plan.key.contains(c))
+    })
 }
 
 /// `a` precedes `b` in PostgreSQL's circular xid order.

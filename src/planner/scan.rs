@@ -26,6 +26,27 @@ pub struct Scan {
     pub end: Lsn,
 }
 
+impl Scan {
+    /// The scan of WAL not archived yet: what is known, nothing more.
+    pub fn nothing(database: u32, known: Option<&NewRelation>, at: Lsn) -> Scan {
+        Scan {
+            catalog: seeded(database, known),
+            created: Default::default(),
+            lost: Vec::new(),
+            restart_points: Vec::new(),
+            end: at,
+        }
+    }
+}
+
+fn seeded(database: u32, known: Option<&NewRelation>) -> Catalog {
+    let mut catalog = Catalog::new(database);
+    if let Some(relation) = known {
+        catalog.insert(RelationSchema::new(relation.clone()));
+    }
+    catalog
+}
+
 struct Discard;
 
 impl Sink for Discard {
@@ -53,10 +74,7 @@ pub async fn scan_journal(
     from: Lsn,
     to: Option<Lsn>,
 ) -> Result<Scan> {
-    let mut catalog = Catalog::new(database);
-    if let Some(relation) = known {
-        catalog.insert(RelationSchema::new(relation.clone()));
-    }
+    let catalog = seeded(database, known);
     let runtime = tokio::runtime::Handle::current();
     let archive = archive.clone();
     tokio::task::spawn_blocking(move || {

@@ -144,3 +144,48 @@ impl Drop for TestDb {
         ));
     }
 }
+
+/// The URL of the archive the main test cluster archives its WAL to.
+pub fn archive_url() -> String {
+    std::env::var("WALFILL_TEST_ARCHIVE_URL").unwrap_or_else(|_| {
+        panic!("WALFILL_TEST_ARCHIVE_URL is not set: run the tests with scripts/test.sh")
+    })
+}
+
+impl TestDb {
+    /// Scans of `table` so far (sequential and index), as the statistics
+    /// system counts them once every backend has reported.
+    pub fn table_reads(&self, table: &str) -> i64 {
+        // Backends report their counters within a second of going idle.
+        std::thread::sleep(Duration::from_millis(1500));
+        let mut client = self.client();
+        client
+            .batch_execute("SELECT pg_stat_clear_snapshot()")
+            .expect("clear the stats snapshot");
+        client
+            .query_one(
+                "SELECT seq_scan + coalesce(idx_scan, 0) FROM pg_stat_user_tables
+                  WHERE relid = $1::text::regclass",
+                &[&table],
+            )
+            .unwrap_or_else(|e| panic!("reading the scans of {table}: {e}"))
+            .get(0)
+    }
+}
+
+impl TestDb {
+    /// Completes the WAL segment being written and waits until the cluster
+    /// has archived it, so the archive holds everything written so far.
+    pub fn archive_wal(&self) {
+        let segment = self
+            .value("SELECT pg_walfile_name(pg_switch_wal())")
+            .expect("a segment name");
+        self.wait_for(
+            &format!(
+                "SELECT coalesce(last_archived_wal >= '{segment}', false) FROM pg_stat_archiver"
+            ),
+            Duration::from_secs(60),
+            "the archiver",
+        );
+    }
+}

@@ -12,6 +12,29 @@ fn rows(db: &TestDb, sql: &str) -> Vec<String> {
         .collect()
 }
 
+/// Asserts `view` in `dest` holds exactly `SELECT select FROM source WHERE
+/// filter` computed in `source_db`, ordered by `key` on both sides.
+pub fn assert_view_matches_in(
+    source_db: &TestDb,
+    dest: &TestDb,
+    view: &str,
+    source: &str,
+    select: &str,
+    filter: Option<&str>,
+    key: &str,
+) {
+    let filter = filter.map(|f| format!(" WHERE {f}")).unwrap_or_default();
+    let expected = rows(
+        source_db,
+        &format!("SELECT t::text FROM (SELECT {select} FROM {source}{filter}) t ORDER BY t.{key}"),
+    );
+    let actual = rows(
+        dest,
+        &format!("SELECT t::text FROM {view} t ORDER BY t.{key}"),
+    );
+    compare(view, source, &expected, &actual);
+}
+
 /// Asserts `view` holds exactly `SELECT select FROM source WHERE filter`,
 /// ordered by `key` on both sides.
 pub fn assert_view_matches(
@@ -31,6 +54,10 @@ pub fn assert_view_matches(
         db,
         &format!("SELECT t::text FROM {view} t ORDER BY t.{key}"),
     );
+    compare(view, source, &expected, &actual);
+}
+
+fn compare(view: &str, source: &str, expected: &[String], actual: &[String]) {
     if expected == actual {
         return;
     }

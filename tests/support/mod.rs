@@ -9,5 +9,5 @@ pub mod run;
 pub mod workload;
 
 pub use cluster::TestDb;
-pub use compare::assert_view_matches;
+pub use compare::{assert_view_matches, assert_view_matches_in};
 pub use run::Walfill;

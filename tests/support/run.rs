@@ -31,6 +31,12 @@ impl Walfill {
         walfill
     }
 
+    /// Replaces the configuration with one whose source (and destination) is
+    /// `db`, followed by `rest`.
+    pub fn configure(&self, db: &TestDb, rest: &str) {
+        self.write_config(&format!("[source]\nurl = \"{}\"\n\n{rest}", db.url()));
+    }
+
     /// Replaces the configuration file.
     pub fn write_config(&self, text: &str) {
         std::fs::write(self.dir.join("walfill.toml"), text).expect("write config");

@@ -241,6 +241,9 @@ pub struct LostRelation {
     pub lsn: crate::lsn::Lsn,
     /// Why.
     pub reason: String,
+    /// When only one column's values are lost: the changes stay right for
+    /// a consumer that does not read it.
+    pub column: Option<String>,
 }
 
 /// Journal entries of transactions not yet committed, and the catalog each
@@ -262,6 +265,14 @@ pub(crate) struct JournalTracker {
 enum Pending {
     Update(JournalUpdate, bool),
     Failed(Vec<u32>),
+    /// A column whose stored values the statement changed without a row
+    /// change in the WAL.
+    Rewritten {
+        relid: u32,
+        name: String,
+        column: String,
+        reason: String,
+    },
 }
 
 /// Where a relation's history starts: the commit of the statement that
@@ -293,9 +304,17 @@ impl JournalTracker {
         global: &super::Catalog,
     ) {
         let overlay = self.overlays.entry(top).or_insert_with(|| global.clone());
+        let mut rewritten = Vec::new();
         for u in &message.updates {
+            if let JournalUpdate::Upsert(new) = u {
+                if let Some(old) = overlay.by_oid(new.oid) {
+                    rewritten.extend(rewritten_columns(&old.spec, new));
+                }
+            }
             apply(overlay, u);
         }
+        let pending = self.pending.entry(top).or_default();
+        pending.extend(rewritten.into_iter().map(|p| (subxid, p)));
         let creates = message.creates;
         self.pending.entry(top).or_default().extend(
             message
@@ -396,11 +415,24 @@ impl JournalTracker {
                                          catalog journal could describe it; a base snapshot \
                                          (which a snapshot backfill writes) can replace them"
                                     .into(),
+                                column: None,
                             });
                         }
                     }
                     apply(global, &u)
                 }
+                Pending::Rewritten {
+                    relid,
+                    name,
+                    column,
+                    reason,
+                } => self.lost.push(LostRelation {
+                    relid,
+                    name,
+                    lsn,
+                    reason: format!("column {column} {reason}"),
+                    column: Some(column),
+                }),
                 Pending::Failed(relids) => {
                     let reason = "the catalog journal failed to record a change".to_string();
                     if relids.is_empty() {
@@ -409,6 +441,7 @@ impl JournalTracker {
                             name: String::new(),
                             lsn,
                             reason: reason.clone(),
+                            column: None,
                         });
                     }
                     for relid in relids {
@@ -422,6 +455,7 @@ impl JournalTracker {
                             name,
                             lsn,
                             reason: reason.clone(),
+                            column: None,
                         });
                     }
                 }
@@ -441,10 +475,45 @@ impl JournalTracker {
                     reason: "its storage was rewritten without a catalog journal entry \
                              (VACUUM FULL or CLUSTER)"
                         .into(),
+                    column: None,
                 });
             }
         }
     }
+}
+
+/// Columns whose stored values a schema change from `old` to `new` changed
+/// without row changes in the WAL: a column added with a default existing
+/// rows take, or retyped (or added) while the table was rewritten.
+fn rewritten_columns(old: &NewRelation, new: &NewRelation) -> Vec<Pending> {
+    let rewrite = old.file != new.file;
+    let mut out = Vec::new();
+    for attr in new.attrs.attrs.iter().filter(|a| !a.dropped) {
+        let before = old
+            .attrs
+            .attrs
+            .iter()
+            .find(|o| o.attnum == attr.attnum && !o.dropped);
+        let reason = match before {
+            None if attr.missing.is_some() => {
+                "was added with a default that existing rows take".to_string()
+            }
+            None if rewrite => "was added while the table was rewritten".to_string(),
+            Some(o) if rewrite && (o.type_oid != attr.type_oid || o.typmod != attr.typmod) => {
+                "changed type, and the table was rewritten with converted values".to_string()
+            }
+            // Changes name columns: earlier ones name it differently.
+            Some(o) if o.name != attr.name => format!("was renamed (from {})", o.name),
+            _ => continue,
+        };
+        out.push(Pending::Rewritten {
+            relid: new.oid,
+            name: format!("{}.{}", new.schema, new.name),
+            column: attr.name.clone(),
+            reason,
+        });
+    }
+    out
 }
 
 fn apply(catalog: &mut super::Catalog, update: &JournalUpdate) {

@@ -1,0 +1,394 @@
+//! Replay backfills: versions filled from archived WAL (from the table's
+//! creation or from a base snapshot) without reading the source table.
+
+use std::time::Duration;
+
+use crate::archiver::{terminate, LocalArchive, Running, SlotGuard};
+use crate::support::cluster::archive_url;
+use crate::support::workload::{create_orders, orders_target, Writer, ORDERS_SELECT, ORDERS_WHERE};
+use crate::support::{assert_view_matches, assert_view_matches_in, TestDb, Walfill};
+
+/// `[archive]` pointing at the test cluster's archive.
+fn archive_section(url: &str) -> String {
+    format!("[archive]\nurl = \"{url}\"\nwait_seconds = 120\n")
+}
+
+fn two_databases(source: &TestDb, dest: &TestDb, rest: &str) -> Walfill {
+    Walfill::with_text(&format!(
+        "[source]\nurl = \"{}\"\n[destination]\nurl = \"{}\"\n{rest}",
+        source.url(),
+        dest.url()
+    ))
+}
+
+fn version_field(db: &TestDb, version: &str, field: &str) -> String {
+    db.value(&format!(
+        "SELECT {field} FROM walfill.versions WHERE version = '{version}'"
+    ))
+    .unwrap_or_default()
+}
+
+/// A table created after `walfill setup`, so its creation is in the
+/// journal: a rebuild replays it from there and never reads the table, and
+/// does so again after the destination is lost.
+#[test]
+fn rebuild_by_replay_reads_nothing_from_the_source() {
+    let src = TestDb::new("rp_src");
+    let dest = TestDb::new("rp_dest");
+    let archive = archive_section(&archive_url());
+    // Setup before the table exists installs the journal.
+    two_databases(&src, &dest, &archive).ok(&["setup"]);
+    create_orders(&src, 20_000);
+    let writer = Writer::start(&src, 20_000, 1_000_000, 5);
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(writer.stop() > 50);
+
+    let walfill = two_databases(&src, &dest, &format!("{archive}\n{}", orders_target("v1")));
+    walfill.ok(&["setup"]);
+    src.archive_wal();
+    let plan = walfill.ok(&["plan", "orders_summary"]);
+    assert!(
+        plan.contains(": replay") && plan.contains("creation"),
+        "plan: {plan}"
+    );
+
+    let before = src.table_reads("orders");
+    walfill.ok(&["backfill", "orders_summary"]);
+    assert_eq!(
+        src.table_reads("orders"),
+        before,
+        "the backfill read orders"
+    );
+    assert_eq!(version_field(&dest, "v1", "path"), "replay");
+    assert_eq!(version_field(&dest, "v1", "phase"), "active");
+    let view = "derived.orders_summary";
+    assert_view_matches_in(
+        &src,
+        &dest,
+        view,
+        "orders",
+        ORDERS_SELECT,
+        Some(ORDERS_WHERE),
+        "id",
+    );
+
+    // The destination is lost; a new one is rebuilt from the archive alone.
+    drop(dest);
+    let rebuilt = TestDb::new("rp_dest2");
+    let walfill = two_databases(
+        &src,
+        &rebuilt,
+        &format!("{archive}\n{}", orders_target("v1")),
+    );
+    walfill.ok(&["setup"]);
+    let before = src.table_reads("orders");
+    walfill.ok(&["backfill", "orders_summary"]);
+    assert_eq!(src.table_reads("orders"), before, "the rebuild read orders");
+    assert_eq!(version_field(&rebuilt, "v1", "path"), "replay");
+    let view = "derived.orders_summary";
+    assert_view_matches_in(
+        &src,
+        &rebuilt,
+        view,
+        "orders",
+        ORDERS_SELECT,
+        Some(ORDERS_WHERE),
+        "id",
+    );
+}
+
+/// A table older than the journal is built by snapshot, which leaves a base
+/// snapshot in the archive; a new transform is then replayed from that base
+/// while writes go on, TOASTed values left unchanged by updates included.
+#[test]
+fn a_new_transform_replays_from_the_base_snapshot_while_writes_continue() {
+    let db = TestDb::new("rp_base");
+    create_orders(&db, 20_000);
+    // Large, incompressible notes are stored out of line; the writer's
+    // updates leave them unchanged.
+    db.exec(
+        "UPDATE orders SET note = (SELECT string_agg(md5(id::text || g::text), '')
+                                     FROM generate_series(1, 120) g)
+          WHERE id % 40 = 1",
+    );
+    let archive = archive_section(&archive_url());
+    let walfill = Walfill::new(&db, &format!("{archive}\n{}", orders_target("v1")));
+    walfill.ok(&["setup"]);
+    let plan = walfill.ok(&["plan", "orders_summary"]);
+    assert!(plan.contains(": snapshot"), "plan: {plan}");
+    walfill.ok(&["backfill", "orders_summary"]);
+    assert_eq!(version_field(&db, "v1", "path"), "snapshot");
+
+    let select = "id, status, length(note) AS note_length, md5(note) AS note_md5, total_cents";
+    let v2 = orders_target("v2").replace(ORDERS_SELECT, select);
+    walfill.configure(&db, &format!("{archive}\n{v2}"));
+    db.archive_wal();
+    let plan = walfill.ok(&["plan", "orders_summary"]);
+    assert!(
+        plan.contains(": replay") && plan.contains("base snapshot of 20000 rows"),
+        "plan: {plan}"
+    );
+
+    let writer = Writer::start(&db, 20_000, 1_000_000, 9);
+    let backfill = walfill.spawn(&["backfill", "orders_summary"]);
+    db.wait_for(
+        "SELECT phase <> 'planned' FROM walfill.versions WHERE version = 'v2'",
+        Duration::from_secs(60),
+        "the replay to start",
+    );
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(writer.stop() > 50);
+    walfill.wait_ok(backfill, Duration::from_secs(180));
+
+    assert_eq!(version_field(&db, "v2", "path"), "replay");
+    assert_eq!(version_field(&db, "v2", "replay_base->>'kind'"), "snapshot");
+    assert_eq!(version_field(&db, "v2", "phase"), "active");
+    let view = "derived.orders_summary";
+    assert_view_matches(&db, view, "orders", select, Some(ORDERS_WHERE), "id");
+}
+
+/// Columns added and dropped and the table renamed between its creation
+/// and the backfill: the replay follows each change. A later rewrite that
+/// converts a column's values makes replay wrong for transforms reading
+/// that column only, and those are built from a snapshot.
+#[test]
+fn schema_changes_in_the_replayed_range() {
+    let db = TestDb::new("rp_ddl");
+    let archive = archive_section(&archive_url());
+    let walfill = Walfill::new(&db, &archive);
+    walfill.ok(&["setup"]);
+    create_orders(&db, 5_000);
+    db.exec(
+        "UPDATE orders SET status = 'paid' WHERE id % 7 = 0;
+         ALTER TABLE orders ADD COLUMN region text;
+         INSERT INTO orders SELECT g, 1, 'open', g, NULL, 'us' FROM generate_series(5001, 6000) g;
+         UPDATE orders SET region = 'apac' WHERE id % 11 = 0;
+         ALTER TABLE orders ADD COLUMN flagged boolean DEFAULT true;
+         ALTER TABLE orders RENAME TO orders_old;
+         DELETE FROM orders_old WHERE id % 17 = 0;
+         UPDATE orders_old SET total_cents = total_cents + 1 WHERE id % 13 = 0;
+         ALTER TABLE orders_old RENAME TO orders;
+         ALTER TABLE orders DROP COLUMN customer_id;
+         INSERT INTO orders (id, status, total_cents, note, region)
+              SELECT g, 'open', g / 3, 'late', 'latam' FROM generate_series(6001, 6500) g;
+         UPDATE orders SET note = 'edited' WHERE id % 19 = 0;",
+    );
+    let select = "id, upper(status) AS status, total_cents, note, region";
+    let with_select = |version: &str, select: &str| {
+        let target = orders_target(version).replace(ORDERS_SELECT, select);
+        format!("{archive}\n{target}")
+    };
+    walfill.configure(&db, &with_select("v1", select));
+    walfill.ok(&["setup"]);
+    walfill.ok(&["backfill", "orders_summary"]);
+    assert_eq!(version_field(&db, "v1", "path"), "replay");
+    let view = "derived.orders_summary";
+    assert_view_matches(&db, view, "orders", select, Some(ORDERS_WHERE), "id");
+
+    // A rewrite with converted values, then a transform that reads the
+    // column added with a default: both need a snapshot.
+    db.exec(
+        "ALTER TABLE orders ALTER COLUMN total_cents TYPE numeric(20, 2) USING total_cents * 1.5",
+    );
+    db.archive_wal();
+    walfill.configure(&db, &with_select("v2", "id, status, total_cents"));
+    let plan = walfill.ok(&["plan", "orders_summary"]);
+    assert!(
+        plan.contains(": snapshot") && plan.contains("column total_cents changed type"),
+        "plan: {plan}"
+    );
+    walfill.configure(&db, &with_select("v2", "id, status, flagged"));
+    let plan = walfill.ok(&["plan", "orders_summary"]);
+    assert!(
+        plan.contains(": snapshot") && plan.contains("column flagged was added with a default"),
+        "plan: {plan}"
+    );
+    walfill.configure(&db, &with_select("v2", "id, status, note"));
+    let plan = walfill.ok(&["plan", "orders_summary"]);
+    assert!(plan.contains(": replay"), "plan: {plan}");
+
+    let select = "id, status, total_cents, flagged";
+    walfill.configure(&db, &with_select("v2", select));
+    walfill.ok(&["backfill", "orders_summary"]);
+    assert_eq!(version_field(&db, "v2", "path"), "snapshot");
+    assert_view_matches(&db, view, "orders", select, Some(ORDERS_WHERE), "id");
+}
+
+/// A column of a type walfill cannot decode decides the path only when the
+/// transform reads it.
+#[test]
+fn an_undecodable_column_matters_only_when_the_transform_reads_it() {
+    let db = TestDb::new("rp_types");
+    let archive = archive_section(&archive_url());
+    let walfill = Walfill::new(&db, &archive);
+    walfill.ok(&["setup"]);
+    db.exec(
+        "CREATE TABLE places (id int PRIMARY KEY, pos point, name text);
+         INSERT INTO places SELECT g, point(g, -g), 'place ' || g FROM generate_series(1, 500) g;
+         UPDATE places SET name = 'renamed' WHERE id % 5 = 0;",
+    );
+    let target = |select: &str| {
+        format!(
+            "{archive}\n[[target]]\nname = \"places_v\"\nsource = \"public.places\"\n\
+             select = \"{select}\"\nversion = \"v1\"\n"
+        )
+    };
+    walfill.configure(&db, &target("id, pos::text AS pos"));
+    walfill.ok(&["setup"]);
+    db.archive_wal();
+    let plan = walfill.ok(&["plan", "places_v"]);
+    assert!(
+        plan.contains(": snapshot") && plan.contains("public.places.pos has type point"),
+        "plan: {plan}"
+    );
+
+    walfill.configure(&db, &target("id, upper(name) AS name"));
+    let plan = walfill.ok(&["plan", "places_v"]);
+    assert!(plan.contains(": replay"), "plan: {plan}");
+    walfill.ok(&["backfill", "places_v"]);
+    assert_eq!(version_field(&db, "v1", "path"), "replay");
+    assert_view_matches(
+        &db,
+        "public.places_v",
+        "places",
+        "id, upper(name) AS name",
+        None,
+        "id",
+    );
+}
+
+/// `kill -9` while replaying: the rerun keeps the slot and the rows stored,
+/// and ends exact.
+#[test]
+fn kill_mid_replay_then_rerun() {
+    let db = TestDb::new("rp_kill");
+    let archive = archive_section(&archive_url());
+    let walfill = Walfill::new(&db, &archive);
+    walfill.ok(&["setup"]);
+    create_orders(&db, 0);
+    db.exec(
+        "DO $$ BEGIN FOR i IN 0..399 LOOP
+             INSERT INTO orders SELECT g, g % 97, 'open', g, 'n' || g
+               FROM generate_series(i * 500 + 1, i * 500 + 500) g;
+             UPDATE orders SET total_cents = total_cents + 1 WHERE id % 400 = i;
+             COMMIT;
+         END LOOP; END $$;",
+    );
+    let settings = "[backfill]\napply_batch_changes = 300\n";
+    walfill.configure(
+        &db,
+        &format!("{archive}\n{settings}\n{}", orders_target("v1")),
+    );
+    walfill.ok(&["setup"]);
+    let mut run = walfill.spawn(&["backfill", "orders_summary", "--no-swap"]);
+    db.wait_for(
+        "SELECT replayed_lsn IS NOT NULL FROM walfill.versions",
+        Duration::from_secs(120),
+        "the replay to store a batch",
+    );
+    run.kill().expect("SIGKILL walfill");
+    let _ = run.wait();
+    assert_eq!(version_field(&db, "v1", "phase"), "replaying");
+
+    walfill.ok(&["backfill", "orders_summary"]);
+    let boundaries = db
+        .value("SELECT count(*) FROM walfill.events WHERE kind = 'boundary'")
+        .unwrap();
+    assert_eq!(boundaries, "1", "the rerun kept the slot and its boundary");
+    assert_eq!(version_field(&db, "v1", "path"), "replay");
+    let view = "derived.orders_summary";
+    assert_view_matches(&db, view, "orders", ORDERS_SELECT, Some(ORDERS_WHERE), "id");
+}
+
+/// A segment missing from the archive: `plan` names it, `--path replay`
+/// refuses with it, and the default path builds the version from a
+/// snapshot, recording why.
+#[test]
+fn a_missing_segment_is_named_and_the_backfill_takes_a_snapshot() {
+    let db = TestDb::new("rp_gap");
+    let archive = LocalArchive::new("gap");
+    let section = format!("{}wait_seconds = 2\n", archive.section());
+    let walfill = Walfill::new(&db, &section);
+    walfill.ok(&["setup"]);
+    db.archive_wal();
+    db.exec("CHECKPOINT");
+    let first = db
+        .value("SELECT pg_walfile_name(pg_current_wal_lsn())")
+        .unwrap();
+    create_orders(&db, 3_000);
+    db.archive_wal();
+    db.exec("UPDATE orders SET status = 'paid' WHERE id % 3 = 0");
+    db.archive_wal();
+    db.exec("DELETE FROM orders WHERE id % 5 = 0");
+    db.archive_wal();
+    let last = db
+        .value("SELECT pg_walfile_name(pg_current_wal_lsn())")
+        .unwrap();
+
+    // The cluster's archived segments from the table's creation on.
+    let server = archive_url().trim_start_matches("file://").to_string();
+    std::fs::create_dir_all(archive.wal()).unwrap();
+    let mut copied: Vec<String> = std::fs::read_dir(format!("{server}/wal"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.len() == 24 && *n >= first && *n <= last)
+        .collect();
+    copied.sort();
+    assert!(copied.len() >= 3, "segments {copied:?}");
+    for name in &copied {
+        std::fs::copy(format!("{server}/wal/{name}"), archive.wal().join(name)).unwrap();
+    }
+    let target = orders_target("v1");
+    walfill.configure(&db, &format!("{section}\n{target}"));
+    walfill.ok(&["setup"]);
+    let plan = walfill.ok(&["plan", "orders_summary"]);
+    assert!(plan.contains(": replay"), "with every segment: {plan}");
+
+    let missing = &copied[1];
+    std::fs::remove_file(archive.wal().join(missing)).unwrap();
+    let plan = walfill.ok(&["plan", "orders_summary"]);
+    assert!(
+        plan.contains(": snapshot") && plan.contains(missing.as_str()),
+        "without {missing}: {plan}"
+    );
+    let refused = walfill.run(&["backfill", "orders_summary", "--path", "replay"]);
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains(missing.as_str()), "{stderr}");
+
+    walfill.ok(&["backfill", "orders_summary"]);
+    assert_eq!(version_field(&db, "v1", "path"), "snapshot");
+    assert!(version_field(&db, "v1", "path_reason").contains(missing.as_str()));
+    let view = "derived.orders_summary";
+    assert_view_matches(&db, view, "orders", ORDERS_SELECT, Some(ORDERS_WHERE), "id");
+}
+
+/// The archive on S3, kept filled by `walfill archive`: a table created
+/// meanwhile is rebuilt from it by replay.
+#[test]
+fn replay_from_an_archive_on_s3() {
+    let db = TestDb::new("rp_s3");
+    let bucket = std::env::var("WALFILL_TEST_S3_BUCKET")
+        .expect("WALFILL_TEST_S3_BUCKET is not set: scripts/test.sh starts the S3 server");
+    let url = format!("s3://{bucket}/replay-{}", db.name);
+    let section = archive_section(&url);
+    let walfill = Walfill::new(&db, &section);
+    let slot = SlotGuard::named(&format!("{}_archive", db.name));
+    let archiver =
+        Running::new(walfill.spawn(&["archive", "--slot", &slot.name, "--flush-interval", "1"]));
+    walfill.ok(&["setup"]);
+    create_orders(&db, 10_000);
+    let writer = Writer::start(&db, 10_000, 1_000_000, 21);
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(writer.stop() > 20);
+    walfill.configure(&db, &format!("{section}\n{}", orders_target("v1")));
+    walfill.ok(&["setup"]);
+    walfill.ok(&["backfill", "orders_summary"]);
+    assert_eq!(version_field(&db, "v1", "path"), "replay");
+    let view = "derived.orders_summary";
+    assert_view_matches(&db, view, "orders", ORDERS_SELECT, Some(ORDERS_WHERE), "id");
+    let mut archiver = archiver;
+    terminate(archiver.child());
+    let status = archiver.take().wait().expect("wait for the archiver");
+    assert!(status.success(), "walfill archive exited with {status}");
+}
