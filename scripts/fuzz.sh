@@ -22,8 +22,6 @@
 #   FUZZ_SANITIZER     address (default) or none (faster, no memory checks)
 #   FUZZ_JOBS          parallel fuzzing processes per target (default 1)
 #   FUZZ_ARGS          extra libFuzzer options, e.g. "-seed=1"
-#   WALFILL_FUZZ_STRICT  set: wal_stream also fails on the known discrepancies it
-#                        otherwise tolerates (see fuzz/src/stream.rs)
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)

@@ -1,13 +1,20 @@
-//! Hand-made `wal_stream` inputs showing the decoder discrepancies that the
-//! harness tolerates (see `known_discrepancy` in [`crate::stream`]).
+//! Hand-made `wal_stream` inputs that once decoded differently when fed
+//! whole and when fed in pieces of at most 16 bytes, kept as regression
+//! cases now that the decoder is fixed.
 //!
-//! Each input decodes differently when fed whole and when fed in pieces of
-//! at most 16 bytes. The seed generator adds them to the `wal_stream` seeds
-//! (named `known-<name>`), so that after any `scripts/fuzz.sh` run they can
-//! be replayed with
-//! `WALFILL_FUZZ_STRICT=1 scripts/fuzz.sh wal_stream fuzz/seeds/wal_stream/known-<name>`.
-//! The tests below fail once a discrepancy is gone, as a reminder to drop
-//! its tolerance.
+//! 1. A page where a short header is due but whose `XLP_LONG_HEADER` bit is
+//!    set: the page header check used to read 40 bytes there, and failed as
+//!    "truncated long page header" when fewer had been fed. It now reads
+//!    only the 24 bytes due, whatever the flag says.
+//! 2. A record whose header continues on the next page: the header used to
+//!    be checked after taking as much of the record as was fed, so the
+//!    torn-record check after a bad header started after a split-dependent
+//!    number of bytes. The header is now checked as soon as it is complete.
+//!
+//! The seed generator adds them to the `wal_stream` seeds (named
+//! `known-<name>`), so that after any `scripts/fuzz.sh` run they can be
+//! replayed with `scripts/fuzz.sh wal_stream fuzz/seeds/wal_stream/known-<name>`.
+//! The tests below check that whole and split feeding agree on them.
 
 use crate::stream::{encode, StartMode, StreamParams};
 
@@ -56,16 +63,16 @@ fn input(mode: StartMode, start: u64, wal: &[u8]) -> Vec<u8> {
 }
 
 /// A page in the middle of a segment carrying a long header for its own
-/// address: whole, "unexpected long header"; in pieces, "truncated long
-/// page header".
+/// address: "unexpected long header" (once, in pieces, "truncated long page
+/// header").
 pub fn long_header_flag() -> Vec<u8> {
     let start = 7 * MIB + PAGE as u64;
     input(StartMode::Page, start, &long_header_page(start))
 }
 
 /// A page in the middle of a segment still holding the long header of an
-/// older segment start: whole, the WAL ends (recycled page); in pieces, an
-/// error ("truncated long page header").
+/// older segment start: the WAL ends there (recycled page); once, in
+/// pieces, an error ("truncated long page header").
 pub fn long_header_recycled() -> Vec<u8> {
     let start = 7 * MIB + PAGE as u64;
     input(StartMode::Page, start, &long_header_page(6 * MIB))
@@ -73,9 +80,9 @@ pub fn long_header_recycled() -> Vec<u8> {
 
 /// A first record 8 bytes before the last page of segment 7, its header
 /// continuing on that page, with an `xl_prev` that is not before it and a
-/// non-zero body; zeros after it up to the end of the segment. Whole, the
-/// WAL ends with a torn record; in pieces, the bad `xl_prev` is an error,
-/// because the body is then checked for zeros as well.
+/// non-zero body; zeros after it up to the end of the segment. The bad
+/// `xl_prev` is an error, because the body right after the header is not
+/// zero (once, fed whole, the WAL ended with a torn record instead).
 pub fn torn_header_check() -> Vec<u8> {
     let last_page = 8 * MIB - PAGE as u64;
     let start = last_page - 8;
@@ -115,14 +122,21 @@ mod tests {
     use super::*;
     use crate::stream::{run, split_changes_result};
 
+    /// Byte 9 of a `wal_stream` input: the split size exponent.
+    const PIECE_EXP: usize = 9;
+
     #[test]
-    fn known_cases_still_differ_and_are_tolerated() {
+    fn known_cases_give_the_same_result_whole_and_split() {
         for (name, input) in cases() {
-            assert!(
-                split_changes_result(&input),
-                "{name}: whole and split feeding now agree; remove its tolerance from known_discrepancy"
-            );
-            run(&input);
+            let mut byte_by_byte = input.clone();
+            byte_by_byte[PIECE_EXP] = 0;
+            for (how, input) in [("pieces", input), ("byte by byte", byte_by_byte)] {
+                assert!(
+                    !split_changes_result(&input),
+                    "{name}: feeding {how} changes the result"
+                );
+                run(&input);
+            }
         }
     }
 }

@@ -20,8 +20,8 @@
 //! | `tuple`      | [`tuple`]     | `deform`, `detoast_inline`, `decompress`, `decode_chunk`, `ToastChunks` |
 //! | `datum`      | [`datum`]     | `types::output` / `output_into` for every built-in type and arrays |
 //!
-//! [`known`] holds hand-made inputs for the decoder discrepancies the
-//! `wal_stream` harness tolerates, with tests that notice when they are fixed.
+//! [`known`] holds hand-made inputs for decoder discrepancies the
+//! `wal_stream` harness once found, with tests that they stay fixed.
 
 pub mod bytes;
 pub mod datum;

@@ -21,15 +21,11 @@
 //! both feedings give the same records and the same final answer; after an
 //! end or an error `poll` repeats it; `input_end` follows the bytes fed;
 //! records lie at 8-byte aligned LSNs at or after the start, in order, each
-//! as long as its `xl_tot_len`. Known split-dependences of the decoder are
-//! tolerated unless `WALFILL_FUZZ_STRICT` is set (see `known_discrepancy`).
-
-use std::sync::OnceLock;
+//! as long as its `xl_tot_len`. No difference between the two feedings is
+//! tolerated; inputs that once showed one are kept in [`crate::known`].
 
 use walfill_replay::lsn::Lsn;
-use walfill_replay::wal::{
-    DecodeError, DecodeErrorKind, EndReason, Poll, Record, WalDecoder, WAL_PAGE_SIZE,
-};
+use walfill_replay::wal::{DecodeError, EndReason, Poll, Record, WalDecoder, WAL_PAGE_SIZE};
 
 use crate::bytes::{Input, Rng};
 use crate::record::exercise_record;
@@ -176,7 +172,7 @@ pub fn run(data: &[u8]) {
     let whole = decode_stream(&spec, wal, None);
     let mut rng = Rng::new(spec.seed);
     let split = decode_stream(&spec, wal, Some(&mut rng));
-    if whole != split && (strict() || !known_discrepancy(&whole, &split)) {
+    if whole != split {
         let n = whole.records.len().min(split.records.len());
         let first_diff = (0..n).find(|&i| whole.records[i] != split.records[i]);
         panic!(
@@ -191,72 +187,7 @@ pub fn run(data: &[u8]) {
     }
 }
 
-/// Whether `WALFILL_FUZZ_STRICT` is set: known discrepancies are then
-/// reported too (to reproduce them).
-fn strict() -> bool {
-    static STRICT: OnceLock<bool> = OnceLock::new();
-    *STRICT.get_or_init(|| std::env::var_os("WALFILL_FUZZ_STRICT").is_some())
-}
-
-/// Differences between the two feedings that are already known and
-/// reported, tolerated so that fuzzing can go on finding others.
-/// Each has a hand-made reproducer in [`crate::known`].
-///
-/// 1. The page header check parses a header whose `XLP_LONG_HEADER` bit is
-///    set as a 40-byte long header even where a 24-byte short one is due.
-///    When fewer than 40 bytes of it were fed, that fails as "truncated long
-///    page header"; with the whole header there, the page gets its real
-///    verdict (bad magic, unexpected long header, or a recycled page, which
-///    ends the WAL instead of failing).
-/// 2. A record whose header continues on the next page has its header
-///    checked once it is complete, after taking as much of the record as
-///    was fed. The torn-record check that follows a bad header then starts
-///    after those bytes: right after the header when the input came in
-///    small pieces, further on (up to the page or record end) when it came
-///    in one piece. Record bytes after the header are thus checked for zeros
-///    or not depending on the split, and the same WAL ends (torn record) or
-///    fails.
-fn known_discrepancy(whole: &Outcome, split: &Outcome) -> bool {
-    if whole.records != split.records {
-        return false;
-    }
-    let truncated_long = |last: &Last| {
-        matches!(
-            last,
-            Last::Failed(DecodeError {
-                kind: DecodeErrorKind::Truncated {
-                    what: "long page header",
-                    ..
-                },
-                ..
-            })
-        )
-    };
-    if truncated_long(&whole.last) || truncated_long(&split.last) {
-        return true;
-    }
-    let Last::Failed(failed) = &split.last else {
-        return false;
-    };
-    let header_check = matches!(
-        failed.kind,
-        DecodeErrorKind::UnknownRmgr { .. }
-            | DecodeErrorKind::PrevLinkMismatch { .. }
-            | DecodeErrorKind::PrevLinkNotBefore { .. }
-    );
-    header_check
-        && match &whole.last {
-            Last::NeedMore => true,
-            Last::End {
-                reason: EndReason::TornRecord { error },
-                ..
-            } => **error == *failed,
-            _ => false,
-        }
-}
-
-/// Whether feeding the input whole and in pieces gives different results
-/// (known discrepancies included).
+/// Whether feeding the input whole and in pieces gives different results.
 pub fn split_changes_result(data: &[u8]) -> bool {
     let (spec, wal) = decode(data);
     let whole = decode_stream(&spec, wal, None);

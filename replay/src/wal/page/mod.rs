@@ -111,6 +111,17 @@ pub struct LongHeader {
     pub page_size: u32,
 }
 
+impl LongHeader {
+    /// Reads the 16 bytes that follow the short fields of a long header.
+    fn read(r: &mut ByteReader<'_>) -> Result<LongHeader, DecodeErrorKind> {
+        Ok(LongHeader {
+            system_id: r.u64("long page header")?,
+            segment_size: r.u32("long page header")?,
+            page_size: r.u32("long page header")?,
+        })
+    }
+}
+
 /// A parsed page header (not yet validated against its position).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PageHeader {
@@ -132,29 +143,35 @@ impl PageHeader {
     /// Parses a header from the start of `bytes`; reads 40 bytes when the long flag is set.
     pub fn parse(bytes: &[u8]) -> Result<PageHeader, DecodeErrorKind> {
         let mut r = ByteReader::new(bytes);
+        let mut header = PageHeader::read_short(&mut r)?;
+        if header.has_long_flag() {
+            header.long = Some(LongHeader::read(&mut r)?);
+        }
+        Ok(header)
+    }
+
+    /// Reads the fields of a short header (24 bytes), leaving `long` empty
+    /// whatever the flag says.
+    fn read_short(r: &mut ByteReader<'_>) -> Result<PageHeader, DecodeErrorKind> {
         let magic = r.u16("page header")?;
         let info = r.u16("page header")?;
         let timeline = r.u32("page header")?;
         let page_addr = Lsn(r.u64("page header")?);
         let rem_len = r.u32("page header")?;
         r.skip(4, "page header")?;
-        let long = if info & XLP_LONG_HEADER != 0 {
-            Some(LongHeader {
-                system_id: r.u64("long page header")?,
-                segment_size: r.u32("long page header")?,
-                page_size: r.u32("long page header")?,
-            })
-        } else {
-            None
-        };
         Ok(PageHeader {
             magic,
             info,
             timeline,
             page_addr,
             rem_len,
-            long,
+            long: None,
         })
+    }
+
+    /// Whether `xlp_info` claims a long header (`XLP_LONG_HEADER`).
+    pub fn has_long_flag(&self) -> bool {
+        self.info & XLP_LONG_HEADER != 0
     }
 
     /// Size of this header in bytes.
@@ -204,15 +221,18 @@ pub enum PageVerdict {
 }
 
 impl PageContext {
-    /// Checks the header at the start of `bytes` (which must hold the whole
-    /// header: [`header_len_at`] bytes) for the page at LSN `page`, and records
-    /// what it establishes.
+    /// Checks the header at the start of `bytes` for the page at LSN `page`,
+    /// and records what it establishes. `bytes` must hold the whole header:
+    /// [`header_len_at`] bytes, the long header at a segment's first page and
+    /// the short one elsewhere. Only those bytes are read, whatever the
+    /// `XLP_LONG_HEADER` flag says, so the verdict does not depend on what
+    /// follows the header.
     ///
     /// Order of checks: an all-zero header ends the WAL; an unknown magic, or
     /// another version's magic than earlier pages, is an error; an
     /// `xlp_pageaddr` before the page's position means a recycled page (end of
     /// WAL), any other mismatch is an error; then info bits, the long header
-    /// (required exactly at segment starts; segment and page size must match;
+    /// (flagged exactly at segment starts; segment and page size must match;
     /// system id must not change) and the timeline (must not go back).
     pub fn check(
         &mut self,
@@ -232,7 +252,8 @@ impl PageContext {
         if raw.iter().all(|&b| b == 0) {
             return Ok(PageVerdict::Zeroed);
         }
-        let header = PageHeader::parse(bytes).map_err(err)?;
+        let mut r = ByteReader::new(raw);
+        let mut header = PageHeader::read_short(&mut r).map_err(err)?;
         let Some(major) = PgMajor::from_magic(header.magic) else {
             return Err(err(DecodeErrorKind::BadMagic {
                 magic: header.magic,
@@ -262,32 +283,14 @@ impl PageContext {
             return Err(err(DecodeErrorKind::InvalidPageInfo { info: header.info }));
         }
         let segment_start = page.0 % u64::from(segment_size) == 0;
-        match (&header.long, segment_start) {
-            (None, true) => return Err(err(DecodeErrorKind::MissingLongHeader)),
-            (Some(_), false) => return Err(err(DecodeErrorKind::UnexpectedLongHeader)),
-            (None, false) => {}
-            (Some(long), true) => {
-                if long.segment_size != segment_size {
-                    return Err(err(DecodeErrorKind::SegmentSizeMismatch {
-                        expected: segment_size,
-                        found: long.segment_size,
-                    }));
-                }
-                if long.page_size != WAL_PAGE_SIZE {
-                    return Err(err(DecodeErrorKind::PageSizeMismatch {
-                        expected: WAL_PAGE_SIZE,
-                        found: long.page_size,
-                    }));
-                }
-                match self.system_id {
-                    Some(known) if known != long.system_id => {
-                        return Err(err(DecodeErrorKind::SystemIdMismatch {
-                            expected: known,
-                            found: long.system_id,
-                        }));
-                    }
-                    _ => self.system_id = Some(long.system_id),
-                }
+        match (header.has_long_flag(), segment_start) {
+            (false, true) => return Err(err(DecodeErrorKind::MissingLongHeader)),
+            (true, false) => return Err(err(DecodeErrorKind::UnexpectedLongHeader)),
+            (false, false) => {}
+            (true, true) => {
+                let long = LongHeader::read(&mut r).map_err(err)?;
+                self.check_long(&long, segment_size).map_err(err)?;
+                header.long = Some(long);
             }
         }
         if let Some(previous) = self.timeline {
@@ -301,6 +304,34 @@ impl PageContext {
         self.timeline = Some(header.timeline);
         self.major = Some(major);
         Ok(PageVerdict::Valid(header))
+    }
+
+    /// Checks the long header of a segment's first page: segment and page
+    /// size must match, the system id must be the one seen before (or is
+    /// recorded if none was).
+    fn check_long(&mut self, long: &LongHeader, segment_size: u32) -> Result<(), DecodeErrorKind> {
+        if long.segment_size != segment_size {
+            return Err(DecodeErrorKind::SegmentSizeMismatch {
+                expected: segment_size,
+                found: long.segment_size,
+            });
+        }
+        if long.page_size != WAL_PAGE_SIZE {
+            return Err(DecodeErrorKind::PageSizeMismatch {
+                expected: WAL_PAGE_SIZE,
+                found: long.page_size,
+            });
+        }
+        match self.system_id {
+            Some(known) if known != long.system_id => Err(DecodeErrorKind::SystemIdMismatch {
+                expected: known,
+                found: long.system_id,
+            }),
+            _ => {
+                self.system_id = Some(long.system_id);
+                Ok(())
+            }
+        }
     }
 }
 

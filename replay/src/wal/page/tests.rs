@@ -148,3 +148,30 @@ fn segment_sizes() {
     assert_eq!(header_len_at(Lsn(0), 1 << 20), LONG_HEADER_LEN);
     assert_eq!(header_len_at(Lsn(8192), 1 << 20), SHORT_HEADER_LEN);
 }
+
+#[test]
+fn long_flag_where_a_short_header_is_due_reads_only_the_short_header() {
+    // A mid-segment page with the long flag: for its own address, and left
+    // over from an older segment start. The verdict comes from its first 24
+    // bytes, whatever follows them.
+    let page = 7 * u64::from(SEG) + 8192;
+    let mut own = header(page, 0, 0);
+    own[2..4].copy_from_slice(&XLP_LONG_HEADER.to_le_bytes());
+    let old = header(u64::from(SEG), 0, 0);
+    for (bytes, expected) in [
+        (own, Err(DecodeErrorKind::UnexpectedLongHeader)),
+        (
+            old,
+            Ok(PageVerdict::Recycled {
+                found: Lsn(u64::from(SEG)),
+            }),
+        ),
+    ] {
+        for len in [24, 30, 40, 64] {
+            let mut input = bytes.clone();
+            input.resize(len, 0xEE);
+            let got = check(&input, page).map_err(|e| e.kind);
+            assert_eq!(got, expected, "{len} bytes");
+        }
+    }
+}

@@ -394,11 +394,10 @@ impl WalDecoder {
     /// Reads and checks the header of the page at `self.pos`; consumes it if valid.
     fn page_header(&mut self) -> Result<Option<PageVerdict>, DecodeError> {
         let len = header_len_at(self.pos, self.segment_size) as usize;
-        let bytes = &self.buf[self.head..];
-        if bytes.len() < len {
+        let Some(header) = self.buf[self.head..].get(..len) else {
             return Ok(None);
-        }
-        let verdict = self.pages.check(bytes, self.pos, self.segment_size)?;
+        };
+        let verdict = self.pages.check(header, self.pos, self.segment_size)?;
         if let PageVerdict::Valid(_) = verdict {
             self.consume(len);
         }
@@ -417,5 +416,7 @@ impl WalDecoder {
 
 #[cfg(test)]
 mod end_tests;
+#[cfg(test)]
+mod split_tests;
 #[cfg(test)]
 mod tests;

@@ -156,7 +156,14 @@ impl WalDecoder {
             }
             let page_left = (PAGE - self.pos.0 % PAGE) as usize;
             let missing = a.tot_len as usize - a.bytes.len();
-            let take = missing.min(page_left).min(self.buffered());
+            let mut take = missing.min(page_left).min(self.buffered());
+            if !a.header_checked {
+                // Stop at the end of the header: it is checked as soon as it
+                // is complete, so a bad one is found at the same point (and
+                // the torn-record check starts right after it) however the
+                // input was split.
+                take = take.min(RECORD_HEADER_LEN as usize - a.bytes.len());
+            }
             if take == 0 {
                 return Ok(self.need_more(State::Assemble(a)));
             }
