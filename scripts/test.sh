@@ -11,6 +11,10 @@ cd "$WALFILL_ROOT"
 "$WALFILL_ROOT/scripts/deps.sh"
 command -v cargo >/dev/null || die "cargo not found: install a Rust toolchain"
 
+# A one-off build gains nothing from incremental state, which would double
+# the size of the build directory.
+export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
+
 log "checking formatting and lints"
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings

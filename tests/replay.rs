@@ -82,7 +82,7 @@ fn rebuild_by_replay_reads_nothing_from_the_source() {
     );
     walfill.ok(&["setup"]);
     let before = src.table_reads("orders");
-    walfill.ok(&["backfill", "orders_summary"]);
+    walfill.ok(&["backfill", "orders_summary", "--path", "replay"]);
     assert_eq!(src.table_reads("orders"), before, "the rebuild read orders");
     assert_eq!(version_field(&rebuilt, "v1", "path"), "replay");
     let view = "derived.orders_summary";
@@ -147,8 +147,8 @@ fn a_new_transform_replays_from_the_base_snapshot_while_writes_continue() {
     assert_view_matches(&db, view, "orders", select, Some(ORDERS_WHERE), "id");
 }
 
-/// Columns added and dropped and the table renamed between its creation
-/// and the backfill: the replay follows each change. A later rewrite that
+/// Columns added and dropped, the table renamed and truncated between its
+/// creation and the backfill: the replay follows each change. A later rewrite that
 /// converts a column's values makes replay wrong for transforms reading
 /// that column only, and those are built from a snapshot.
 #[test]
@@ -171,7 +171,11 @@ fn schema_changes_in_the_replayed_range() {
          ALTER TABLE orders DROP COLUMN customer_id;
          INSERT INTO orders (id, status, total_cents, note, region)
               SELECT g, 'open', g / 3, 'late', 'latam' FROM generate_series(6001, 6500) g;
-         UPDATE orders SET note = 'edited' WHERE id % 19 = 0;",
+         UPDATE orders SET note = 'edited' WHERE id % 19 = 0;
+         TRUNCATE orders;
+         INSERT INTO orders (id, status, total_cents, note, region)
+              SELECT g, 'open', g, 'after truncate', 'emea' FROM generate_series(1, 3000) g;
+         UPDATE orders SET status = 'test' WHERE id % 23 = 0;",
     );
     let select = "id, upper(status) AS status, total_cents, note, region";
     let with_select = |version: &str, select: &str| {

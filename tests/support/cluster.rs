@@ -153,23 +153,25 @@ pub fn archive_url() -> String {
 }
 
 impl TestDb {
-    /// Scans of `table` so far (sequential and index), as the statistics
-    /// system counts them once every backend has reported.
-    pub fn table_reads(&self, table: &str) -> i64 {
+    /// Reads of `table` so far (sequential and index scans, tuples they
+    /// read), as the statistics system counts them once every backend has
+    /// reported.
+    pub fn table_reads(&self, table: &str) -> (i64, i64, i64, i64) {
         // Backends report their counters within a second of going idle.
         std::thread::sleep(Duration::from_millis(1500));
         let mut client = self.client();
         client
             .batch_execute("SELECT pg_stat_clear_snapshot()")
             .expect("clear the stats snapshot");
-        client
+        let row = client
             .query_one(
-                "SELECT seq_scan + coalesce(idx_scan, 0) FROM pg_stat_user_tables
-                  WHERE relid = $1::text::regclass",
+                "SELECT seq_scan, coalesce(idx_scan, 0), seq_tup_read,
+                        coalesce(idx_tup_fetch, 0)
+                   FROM pg_stat_user_tables WHERE relid = $1::text::regclass",
                 &[&table],
             )
-            .unwrap_or_else(|e| panic!("reading the scans of {table}: {e}"))
-            .get(0)
+            .unwrap_or_else(|e| panic!("reading the scans of {table}: {e}"));
+        (row.get(0), row.get(1), row.get(2), row.get(3))
     }
 }
 
