@@ -22,11 +22,7 @@ cargo build --quiet --release --bin walfill
 WALFILL="$WALFILL_ROOT/target/release/walfill"
 
 log "creating $DB with $ROWS rows"
-pg_psql -d postgres -q <<SQL >/dev/null
-SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE database = '$DB';
-DROP DATABASE IF EXISTS $DB WITH (FORCE);
-CREATE DATABASE $DB;
-SQL
+fresh_bench_db "$DB"
 pg_psql -d "$DB" -q <<SQL
 CREATE TABLE orders (
     id bigint PRIMARY KEY, customer_id int NOT NULL, status text NOT NULL,

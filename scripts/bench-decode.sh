@@ -29,11 +29,7 @@ export PGPASSWORD="$WALFILL_PG_PASSWORD"
 conn=(-h 127.0.0.1 -p "$WALFILL_PG_PORT" -U "$WALFILL_PG_SUPERUSER")
 value() { pg_psql -d "$DB" -At -c "$1"; }
 
-pg_psql -d postgres -q <<SQL >/dev/null
-SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE database = '$DB';
-DROP DATABASE IF EXISTS $DB WITH (FORCE);
-CREATE DATABASE $DB;
-SQL
+fresh_bench_db "$DB"
 pg_psql -d "$DB" -q <<SQL >/dev/null
 CREATE TABLE accounts (
     id bigint PRIMARY KEY, owner text NOT NULL, balance numeric(12,2) NOT NULL,

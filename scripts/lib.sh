@@ -56,3 +56,22 @@ pg_psql() {
   PGPASSWORD="$WALFILL_PG_PASSWORD" psql -X -v ON_ERROR_STOP=1 -q \
     -h 127.0.0.1 -p "$WALFILL_PG_PORT" -U "$WALFILL_PG_SUPERUSER" "$@"
 }
+
+# Drops database $1 of the private cluster and the replication slots in it.
+drop_bench_db() {
+  pg_psql -d postgres -q <<SQL >/dev/null
+SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE database = '$1';
+DROP DATABASE IF EXISTS $1 WITH (FORCE);
+SQL
+}
+
+# A new, empty database $1 for a benchmark. It goes with its slots when the
+# script exits (slots would hold WAL back for good); KEEP=1 keeps it to look at.
+fresh_bench_db() {
+  drop_bench_db "$1"
+  pg_psql -d postgres -q -c "CREATE DATABASE $1"
+  if [ -z "${KEEP:-}" ]; then
+    # shellcheck disable=SC2064 # the name is fixed now
+    trap "drop_bench_db $1" EXIT
+  fi
+}

@@ -39,8 +39,10 @@ pub async fn connect(url: &PgUrl, role: Role) -> Result<Client> {
             tracing::debug!(error = %e, "database connection closed");
         }
     });
+    // walfill's statements run once per chunk or batch over a few thousand
+    // rows: compiling them with JIT costs more than it saves.
     client
-        .batch_execute("SET application_name = 'walfill'; SET TimeZone = 'UTC'")
+        .batch_execute("SET application_name = 'walfill'; SET TimeZone = 'UTC'; SET jit = off")
         .await
         .map_err(|e| Error::destination("configuring the session", e))?;
     Ok(client)

@@ -220,8 +220,9 @@ impl Applier {
             .replicated_columns()
             .map(|c| c.name.as_str())
             .collect();
+        let mut unchanged = false;
         for (key, entry) in fold.drain() {
-            write_entry(&mut text, &names, &key_positions, &key, &entry);
+            unchanged |= write_entry(&mut text, &names, &key_positions, &key, &entry);
         }
         let sink = dest
             .copy_in::<_, Bytes>(&format!(
@@ -241,12 +242,14 @@ impl Applier {
 
         let context = "applying changes to the staging table";
         let sql = &self.batch_sql;
-        for statement in sql.pass.iter().chain(sql.fill.iter()) {
+        // Unchanged TOASTed values are filled in before the transform and
+        // the filter read them; batches without any skip this.
+        for statement in sql.fill.iter().filter(|_| unchanged) {
             dest.execute(statement.as_str(), &[])
                 .await
                 .map_err(|e| Error::destination(context, e))?;
         }
-        if let Some(unfilled) = &sql.unfilled {
+        if let Some(unfilled) = sql.unfilled.as_ref().filter(|_| unchanged) {
             let count: i64 = dest
                 .query_one(unfilled.as_str(), &[])
                 .await
@@ -288,14 +291,15 @@ impl Applier {
     }
 }
 
-/// One work-table row in COPY text format.
+/// One work-table row in COPY text format; true if it has unchanged
+/// TOASTed values to fill in.
 fn write_entry(
     out: &mut String,
     names: &[&str],
     key_positions: &[usize],
     key: &[String],
     entry: &Entry,
-) {
+) -> bool {
     let mut unchanged: Vec<&str> = Vec::new();
     for (i, name) in names.iter().enumerate() {
         if i > 0 {
@@ -343,4 +347,5 @@ fn write_entry(
         }
     }
     out.push('\n');
+    !unchanged.is_empty()
 }

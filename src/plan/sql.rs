@@ -20,7 +20,6 @@ pub(super) fn work_columns(table: &SourceTable) -> Vec<String> {
         "_walfill_op \"char\" NOT NULL DEFAULT 'u'".to_string(),
         "_walfill_lsn pg_lsn".to_string(),
         "_walfill_seq integer".to_string(),
-        "_walfill_pass boolean NOT NULL DEFAULT true".to_string(),
         "_walfill_unchanged text[]".to_string(),
     ];
     for (i, key) in table.key.iter().enumerate() {
@@ -36,8 +35,6 @@ pub(super) fn work_columns(table: &SourceTable) -> Vec<String> {
 /// The statements that apply one batch of folded changes from the work table.
 #[derive(Clone, Debug)]
 pub struct BatchSql {
-    /// Evaluates the filter into `_walfill_pass` (absent without a filter).
-    pub pass: Option<String>,
     /// Fills unchanged TOASTed values from the stored rows (absent when the
     /// plan remembers none).
     pub fill: Option<String>,
@@ -71,6 +68,23 @@ impl Plan {
 
     fn alias(&self) -> String {
         quote_ident(&self.source.name)
+    }
+
+    /// One work-table row (alias `m`) as the source's columns only, under
+    /// the source table's name: read laterally, so the transform runs over
+    /// each row without joining the work table to itself.
+    fn source_row_of(&self, m: &str) -> String {
+        let columns = self
+            .source
+            .columns
+            .iter()
+            .map(|c| {
+                let name = quote_ident(&c.name);
+                format!("{m}.{name} AS {name}")
+            })
+            .collect::<Vec<_>>()
+            .join(", ");
+        format!("(SELECT {columns}) AS {}", self.alias())
     }
 
     /// The work table's rows as the source's columns only, under the source
@@ -276,18 +290,16 @@ impl Plan {
     /// Statements that apply a batch of folded changes from the work table.
     pub fn batch_sql(&self) -> BatchSql {
         let table = self.staging_table();
-        let alias = self.alias();
         let work = format!("pg_temp.{WORK_TABLE}");
         let newer = format!(
             "(m._walfill_lsn, m._walfill_seq) > ($1::text::pg_lsn, $2::integer) AND coalesce({}, true)",
             self.stored_is_older("m", "(m._walfill_lsn, m._walfill_seq)")
         );
-        let pass = self.def.filter.as_ref().map(|f| {
-            format!(
-                "UPDATE {work} AS {alias} SET _walfill_pass = coalesce(({f}), false) \
-                 WHERE _walfill_op = 'u'"
-            )
-        });
+        let passes = self
+            .def
+            .filter
+            .as_ref()
+            .map(|f| format!("coalesce(({f}), false)"));
         let fill_key = self
             .key
             .iter()
@@ -337,15 +349,16 @@ impl Plan {
             format!(
                 "INSERT INTO {table} AS s ({columns}) \
                  SELECT t.*{hidden}, m._walfill_lsn, m._walfill_seq, false \
-                 FROM (SELECT {select} FROM {rows}) AS t \
-                 JOIN {work} AS m ON ({m}) = ({t}) AND m._walfill_op = 'u' \
-                 WHERE {condition} {conflict}",
+                 FROM {work} AS m, LATERAL (SELECT {select} FROM {row}{passes}) AS t \
+                 WHERE m._walfill_op = 'u' AND {condition} {conflict}",
                 columns = self.insert_columns(false),
                 hidden = self.hidden_values("m"),
                 select = self.def.select,
-                rows = self.source_rows(" WHERE _walfill_op = 'u' AND _walfill_pass"),
-                m = self.keys_of("m"),
-                t = self.keys_of("t"),
+                row = self.source_row_of("m"),
+                passes = passes
+                    .as_ref()
+                    .map(|p| format!(" WHERE {p}"))
+                    .unwrap_or_default(),
             )
         };
         let upsert = upsert_with(&newer, &self.upsert_conflict(false));
@@ -360,12 +373,19 @@ impl Plan {
                 )
             })
             .collect();
+        // Deletes, and updates whose row the filter rejects.
+        let dead = match &passes {
+            Some(p) => format!(
+                "(m._walfill_op = 'd' OR NOT (SELECT {p} FROM {row}))",
+                row = self.source_row_of("m")
+            ),
+            None => "m._walfill_op = 'd'".to_string(),
+        };
         let tombstone_with = |condition: &str, conflict: &str| {
             format!(
                 "INSERT INTO {table} AS s ({columns}) \
                  SELECT {m}{tombstone_hidden}, m._walfill_lsn, m._walfill_seq, true \
-                 FROM {work} AS m WHERE (m._walfill_op = 'd' OR NOT m._walfill_pass) \
-                 AND {condition} {conflict}",
+                 FROM {work} AS m WHERE {dead} AND {condition} {conflict}",
                 columns = self.insert_columns(true),
                 m = self.keys_of("m"),
             )
@@ -378,7 +398,6 @@ impl Plan {
             w = self.keys_of("w"),
         );
         BatchSql {
-            pass,
             fill,
             unfilled,
             upsert,
