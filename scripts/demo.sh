@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The demo: on a private PostgreSQL cluster, a source table under concurrent
-# writes gets a derived target, filled by snapshot, caught up with the live
-# stream and published by a view swap; then a new version of the transform
-# is built beside it and swapped in.
+# writes gets a derived target, filled by snapshot (which leaves a base
+# snapshot in the WAL archive), caught up with the live stream and published
+# by a view swap; then a new version of the transform is built beside it by
+# replaying the archived WAL from that base, without reading the table, and
+# swapped in. Both versions stay current: a rollback shows the first again.
 . "$(dirname "$0")/lib.sh"
 cd "$WALFILL_ROOT"
 
@@ -42,6 +44,9 @@ cat >"$DEMO/walfill.toml" <<TOML
 [source]
 url = "$(pg_url "$DB")"
 
+[archive]
+url = "file://$WALFILL_PG_ARCHIVE"
+
 [backfill]
 chunk_rows = 10000
 
@@ -71,6 +76,14 @@ WRITERS=$!
 trap 'kill $WRITERS 2>/dev/null || true' EXIT
 
 "$WALFILL" setup
+"$WALFILL" plan orders_summary
+"$WALFILL" backfill orders_summary
+
+log "a new version of the transform, built beside v1 from the archive while the writes go on"
+V1_SELECT="id, customer_id, upper(status) AS status, total_cents / 100.0 AS total"
+V2_SELECT="id, customer_id, lower(status) AS status, total_cents AS total_cents, total_cents >= 50000 AS big"
+sed -i "s/^select = .*/select = \"$V2_SELECT\"/; s/^version = .*/version = \"v2\"/" "$WALFILL_CONFIG"
+"$WALFILL" plan orders_summary
 "$WALFILL" backfill orders_summary
 "$WALFILL" status
 
@@ -88,11 +101,9 @@ SELECT CASE WHEN count(*) = 0 THEN 'the view equals the transform of the source:
         (SELECT * FROM derived.orders_summary EXCEPT ALL SELECT $1 FROM orders WHERE status <> 'test')) d;
 SQL
 }
-check "id, customer_id, upper(status) AS status, total_cents / 100.0 AS total"
-
-log "a new version of the transform, built beside v1 and swapped in"
-sed -i 's/^select = .*/select = "id, customer_id, lower(status) AS status, total_cents AS total_cents, total_cents >= 50000 AS big"/; s/^version = .*/version = "v2"/' "$WALFILL_CONFIG"
-"$WALFILL" backfill orders_summary
-check "id, customer_id, lower(status) AS status, total_cents AS total_cents, total_cents >= 50000 AS big"
-"$WALFILL" status
-log "done: try 'WALFILL_CONFIG=$WALFILL_CONFIG $WALFILL rollback orders_summary'"
+log "v2 (replayed) is published"
+check "$V2_SELECT"
+log "rollback: v1 (copied) is published again, just as current"
+"$WALFILL" rollback orders_summary
+check "$V1_SELECT"
+log "done: try 'WALFILL_CONFIG=$WALFILL_CONFIG $WALFILL status'; scripts/pg-down.sh --purge removes the cluster"

@@ -17,15 +17,19 @@ fn parse_lsn(text: &str) -> Result<Lsn, String> {
 ///
 /// A target is a source table passed through a transform (a SQL select list
 /// and an optional filter). Each version of a target is filled into its own
-/// table (a snapshot read at a recorded boundary LSN), kept in step with the
-/// live logical stream from that boundary, and published by swapping the
-/// target's view in one transaction. The previous version stays for rollback.
+/// table up to a recorded boundary LSN, by replaying archived WAL (decoded
+/// here, without reading the table) when the archive covers it, or else from
+/// a snapshot of the table; it is then kept in step with the live logical
+/// stream from that boundary, and published by swapping the target's view in
+/// one transaction. The previous version stays for rollback.
 ///
 /// Typical use:
 ///   walfill setup                    check the databases, create publication and state
+///   walfill plan orders_summary      say whether a backfill would replay or copy, and why
 ///   walfill backfill orders_summary  build the configured version and swap it in
 ///   walfill sync                     keep built versions current (Ctrl-C to stop)
 ///   walfill status                   what every target is doing
+///   walfill archive                  keep the WAL archive filled (or use wal-push)
 #[derive(Debug, Parser)]
 #[command(name = "walfill", version, verbatim_doc_comment)]
 pub struct Cli {
