@@ -278,7 +278,7 @@ fn kill_mid_replay_then_rerun() {
              COMMIT;
          END LOOP; END $$;",
     );
-    let settings = "[backfill]\napply_batch_changes = 300\n";
+    let settings = "[backfill]\napply_batch_changes = 300\nreplay_memory_mb = 1\n";
     walfill.configure(
         &db,
         &format!("{archive}\n{settings}\n{}", orders_target("v1")),

@@ -41,6 +41,25 @@ pub struct Entry {
 #[derive(Debug, Default)]
 pub struct Fold {
     entries: HashMap<Vec<String>, Entry>,
+    /// Memory taken by entries added, overwritten ones included.
+    bytes: usize,
+}
+
+/// Bytes a value takes beyond its text (the allocator's share included), and
+/// an entry beyond its key and values (the hash table's spare room included:
+/// it doubles when it grows).
+const PER_VALUE: usize = std::mem::size_of::<Datum>() + 32;
+const PER_ENTRY: usize =
+    2 * (std::mem::size_of::<Entry>() + std::mem::size_of::<Vec<String>>()) + 32;
+
+fn size_of_values<'a>(values: impl IntoIterator<Item = &'a Datum>) -> usize {
+    values
+        .into_iter()
+        .map(|v| match v {
+            Datum::Text(t) => PER_VALUE + t.len(),
+            _ => PER_VALUE,
+        })
+        .sum()
 }
 
 /// How a relation's columns line up with the plan's replicated columns.
@@ -151,9 +170,28 @@ impl Fold {
         self.entries.is_empty()
     }
 
+    /// How many keys have a pending write.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// About how much memory the pending writes take (an overestimate:
+    /// overwritten entries still count until the fold is drained).
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
     /// Takes the pending writes out.
     pub fn drain(&mut self) -> impl Iterator<Item = (Vec<String>, Entry)> + '_ {
+        self.bytes = 0;
         self.entries.drain()
+    }
+
+    fn insert(&mut self, key: Vec<String>, entry: Entry) {
+        self.bytes += PER_ENTRY
+            + key.iter().map(|k| PER_VALUE + k.len()).sum::<usize>()
+            + size_of_values(&entry.values);
+        self.entries.insert(key, entry);
     }
 
     /// Adds one row change (not a truncate) of the plan's table.
@@ -166,7 +204,7 @@ impl Fold {
                     values: map.values(new),
                     fill_key: None,
                 };
-                self.entries.insert(map.key(new)?, entry);
+                self.insert(map.key(new)?, entry);
             }
             RowChange::Update { old, new, .. } => {
                 let new_key = map.key(new)?;
@@ -202,7 +240,7 @@ impl Fold {
                     }
                 }
                 if old_key != new_key {
-                    self.entries.insert(
+                    self.insert(
                         old_key,
                         Entry {
                             op: Op::Delete,
@@ -212,7 +250,7 @@ impl Fold {
                         },
                     );
                 }
-                self.entries.insert(
+                self.insert(
                     new_key,
                     Entry {
                         op: Op::Upsert,
@@ -229,7 +267,7 @@ impl Fold {
                     values: Vec::new(),
                     fill_key: None,
                 };
-                self.entries.insert(map.key(old)?, entry);
+                self.insert(map.key(old)?, entry);
             }
             RowChange::Truncate { .. } | RowChange::Message { .. } => {}
         }

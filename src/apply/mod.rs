@@ -22,10 +22,21 @@ use walfill_snapshot::{ChunkData, KeysetChunk};
 use crate::error::{Error, Result};
 use crate::plan::{BatchSql, Plan, WORK_TABLE};
 
+/// A flush sends its rows to the destination in pieces of about this size.
+const COPY_PIECE: usize = 1 << 20;
+
 /// Applies history to one version's staging table.
 pub struct Applier {
     plan: Plan,
     batch_sql: BatchSql,
+    folder: Folder,
+}
+
+/// Folds source changes of one plan's table into pending writes, with the
+/// column map of each description of the table met. Needs no database, so
+/// a replay folds on its decoding thread.
+pub struct Folder {
+    plan: Plan,
     maps: HashMap<u32, ColumnMap>,
     historical: bool,
 }
@@ -44,21 +55,33 @@ pub struct BatchOutcome {
 impl Applier {
     /// An applier for `plan`.
     pub fn new(plan: Plan) -> Applier {
-        let batch_sql = plan.batch_sql();
-        Applier {
-            plan,
-            batch_sql,
-            maps: HashMap::new(),
-            historical: false,
-        }
+        Applier::build(plan, false)
     }
 
     /// An applier of replayed history, whose changes may come from earlier
     /// descriptions of the table (see [`ColumnMap::historical`]).
     pub fn historical(plan: Plan) -> Applier {
+        Applier::build(plan, true)
+    }
+
+    fn build(plan: Plan, historical: bool) -> Applier {
         Applier {
-            historical: true,
-            ..Applier::new(plan)
+            batch_sql: plan.batch_sql(),
+            folder: Folder {
+                plan: plan.clone(),
+                maps: HashMap::new(),
+                historical,
+            },
+            plan,
+        }
+    }
+
+    /// A folder of this applier's changes, to use apart from it.
+    pub fn folder(&self) -> Folder {
+        Folder {
+            plan: self.plan.clone(),
+            maps: HashMap::new(),
+            historical: self.folder.historical,
         }
     }
 
@@ -110,21 +133,6 @@ impl Applier {
         Ok(())
     }
 
-    fn map_for(&mut self, relation: &Arc<Relation>) -> Result<&ColumnMap> {
-        let fresh = match self.maps.get(&relation.oid) {
-            Some(map) => !map.is_for(relation),
-            None => true,
-        };
-        if fresh {
-            let map = match self.historical {
-                true => ColumnMap::historical(&self.plan, relation.clone())?,
-                false => ColumnMap::new(&self.plan, relation.clone())?,
-            };
-            self.maps.insert(relation.oid, map);
-        }
-        Ok(&self.maps[&relation.oid])
-    }
-
     /// Applies committed transactions in order inside `dest`'s transaction.
     /// Changes older than `watermark` (the last TRUNCATE) are ignored.
     pub async fn apply(
@@ -151,57 +159,80 @@ impl Applier {
         &mut self,
         dest: &DestTransaction<'_>,
         changes: impl IntoIterator<Item = (Version, &'c RowChange)>,
-        mut watermark: Option<Version>,
+        watermark: Option<Version>,
     ) -> Result<BatchOutcome> {
-        let mut outcome = BatchOutcome::default();
-        let mut fold = Fold::default();
-        for (version, change) in changes {
-            match change {
-                RowChange::Truncate { .. } => {
-                    self.flush(dest, &mut fold, watermark, &mut outcome).await?;
-                    dest.execute(
-                        self.plan.truncate_sql().as_str(),
-                        &[&version.commit_lsn.to_string(), &(version.seq as i32)],
-                    )
-                    .await
-                    .map_err(|e| Error::destination("applying a TRUNCATE", e))?;
-                    watermark = watermark.max(Some(version));
-                    outcome.truncated = outcome.truncated.max(Some(version));
-                }
-                RowChange::Insert { relation, .. }
-                | RowChange::Update { relation, .. }
-                | RowChange::Delete { relation, .. } => {
-                    let source = &self.plan.source;
-                    // Replayed history names the table as it was then.
-                    let ours = match self.historical {
-                        true => relation.oid == source.oid,
-                        false => relation.schema == source.schema && relation.name == source.name,
-                    };
-                    if !ours {
-                        continue;
-                    }
-                    let map = self.map_for(relation)?;
-                    fold.add(map, change, version)?;
-                }
-                RowChange::Message { .. } => continue,
-            }
-            outcome.changes += 1;
-        }
-        self.flush(dest, &mut fold, watermark, &mut outcome).await?;
+        let mut pending = Fold::default();
+        let mut outcome = self
+            .stage_versioned(dest, &mut pending, changes, watermark)
+            .await?;
+        let watermark = watermark.max(outcome.truncated);
+        let flushed = self.flush_pending(dest, &mut pending, watermark).await?;
+        outcome.unfilled += flushed.unfilled;
         Ok(outcome)
     }
 
-    async fn flush(
+    /// Folds changes into `pending` without storing them, except that a
+    /// TRUNCATE stores what is pending before it and then applies itself
+    /// inside `dest`'s transaction. Changes after the last TRUNCATE stay
+    /// pending: store them with [`Self::flush_pending`].
+    async fn stage_versioned<'c>(
+        &mut self,
+        dest: &DestTransaction<'_>,
+        pending: &mut Fold,
+        changes: impl IntoIterator<Item = (Version, &'c RowChange)>,
+        mut watermark: Option<Version>,
+    ) -> Result<BatchOutcome> {
+        let mut outcome = BatchOutcome::default();
+        for (version, change) in changes {
+            if let RowChange::Truncate { .. } = change {
+                let flushed = self.flush_pending(dest, pending, watermark).await?;
+                outcome.unfilled += flushed.unfilled;
+                self.apply_truncate(dest, version).await?;
+                watermark = watermark.max(Some(version));
+                outcome.truncated = outcome.truncated.max(Some(version));
+                outcome.changes += 1;
+            } else if self.fold_change(pending, version, change)? {
+                outcome.changes += 1;
+            }
+        }
+        Ok(outcome)
+    }
+
+    /// Folds one change into `pending` (see [`Folder::fold_change`]).
+    fn fold_change(
+        &mut self,
+        pending: &mut Fold,
+        version: Version,
+        change: &RowChange,
+    ) -> Result<bool> {
+        self.folder.fold_change(pending, version, change)
+    }
+
+    /// Removes every stored row older than a TRUNCATE at `version`, inside
+    /// `dest`'s transaction.
+    pub async fn apply_truncate(&self, dest: &DestTransaction<'_>, version: Version) -> Result<()> {
+        dest.execute(
+            self.plan.truncate_sql().as_str(),
+            &[&version.commit_lsn.to_string(), &(version.seq as i32)],
+        )
+        .await
+        .map_err(|e| Error::destination("applying a TRUNCATE", e))?;
+        Ok(())
+    }
+
+    /// Stores the pending writes in the staging table inside `dest`'s
+    /// transaction, skipping those older than `watermark` (the last
+    /// TRUNCATE). `pending` is empty afterwards.
+    pub async fn flush_pending(
         &self,
         dest: &DestTransaction<'_>,
-        fold: &mut Fold,
+        pending: &mut Fold,
         watermark: Option<Version>,
-        outcome: &mut BatchOutcome,
-    ) -> Result<()> {
-        if fold.is_empty() {
-            return Ok(());
+    ) -> Result<BatchOutcome> {
+        let mut outcome = BatchOutcome::default();
+        if pending.is_empty() {
+            return Ok(outcome);
         }
-        let mut text = String::new();
         let key_positions: Vec<usize> = self
             .plan
             .key
@@ -220,10 +251,6 @@ impl Applier {
             .replicated_columns()
             .map(|c| c.name.as_str())
             .collect();
-        let mut unchanged = false;
-        for (key, entry) in fold.drain() {
-            unchanged |= write_entry(&mut text, &names, &key_positions, &key, &entry);
-        }
         let sink = dest
             .copy_in::<_, Bytes>(&format!(
                 "COPY pg_temp.{WORK_TABLE} ({}) FROM STDIN",
@@ -232,13 +259,21 @@ impl Applier {
             .await
             .map_err(|e| Error::destination("starting the batch's COPY", e))?;
         futures_util::pin_mut!(sink);
-        sink.send(Bytes::from(text))
-            .await
-            .map_err(|e| Error::destination("writing a batch to the work table", e))?;
-        sink.as_mut()
-            .finish()
-            .await
-            .map_err(|e| Error::destination("writing a batch to the work table", e))?;
+        let written = |e| Error::destination("writing a batch to the work table", e);
+        let mut text = String::new();
+        let mut unchanged = false;
+        for (key, entry) in pending.drain() {
+            unchanged |= write_entry(&mut text, &names, &key_positions, &key, &entry);
+            if text.len() >= COPY_PIECE {
+                sink.send(Bytes::from(std::mem::take(&mut text)))
+                    .await
+                    .map_err(written)?;
+            }
+        }
+        if !text.is_empty() {
+            sink.send(Bytes::from(text)).await.map_err(written)?;
+        }
+        sink.as_mut().finish().await.map_err(written)?;
 
         let context = "applying changes to the staging table";
         let sql = &self.batch_sql;
@@ -287,7 +322,54 @@ impl Applier {
         dest.execute(&format!("TRUNCATE pg_temp.{WORK_TABLE}"), &[])
             .await
             .map_err(|e| Error::destination(context, e))?;
-        Ok(())
+        Ok(outcome)
+    }
+}
+
+impl Folder {
+    fn map_for(&mut self, relation: &Arc<Relation>) -> Result<&ColumnMap> {
+        let fresh = match self.maps.get(&relation.oid) {
+            Some(map) => !map.is_for(relation),
+            None => true,
+        };
+        if fresh {
+            let map = match self.historical {
+                true => ColumnMap::historical(&self.plan, relation.clone())?,
+                false => ColumnMap::new(&self.plan, relation.clone())?,
+            };
+            self.maps.insert(relation.oid, map);
+        }
+        Ok(&self.maps[&relation.oid])
+    }
+
+    /// Folds one change into `pending`; false if it is not a row change of
+    /// the plan's table. A TRUNCATE is the caller's (see
+    /// [`Applier::stage_versioned`]).
+    pub fn fold_change(
+        &mut self,
+        pending: &mut Fold,
+        version: Version,
+        change: &RowChange,
+    ) -> Result<bool> {
+        match change {
+            RowChange::Insert { relation, .. }
+            | RowChange::Update { relation, .. }
+            | RowChange::Delete { relation, .. } => {
+                let source = &self.plan.source;
+                // Replayed history names the table as it was then.
+                let ours = match self.historical {
+                    true => relation.oid == source.oid,
+                    false => relation.schema == source.schema && relation.name == source.name,
+                };
+                if !ours {
+                    return Ok(false);
+                }
+                let map = self.map_for(relation)?;
+                pending.add(map, change, version)?;
+                Ok(true)
+            }
+            RowChange::Truncate { .. } | RowChange::Message { .. } => Ok(false),
+        }
     }
 }
 

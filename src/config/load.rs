@@ -103,6 +103,7 @@ pub(crate) fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
             b.apply_batch_changes,
             5_000,
         )?,
+        replay_memory_mb: v.positive("backfill.replay_memory_mb", b.replay_memory_mb, 64)?,
         swap_max_lag_bytes: b.swap_max_lag_bytes.unwrap_or(16 * 1024 * 1024),
         publication,
         swap_lock_timeout_ms: b.swap_lock_timeout_ms.unwrap_or(5_000),

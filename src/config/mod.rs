@@ -95,6 +95,9 @@ pub struct BackfillSettings {
     pub chunk_rows: u32,
     /// Most source changes applied in one destination transaction.
     pub apply_batch_changes: u32,
+    /// Memory for replayed changes folded to one write per key before they
+    /// are stored (MiB).
+    pub replay_memory_mb: u32,
     /// A version is swapped in once its slot is at most this many bytes of WAL
     /// behind the source.
     pub swap_max_lag_bytes: u64,

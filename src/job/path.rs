@@ -218,7 +218,7 @@ impl ReplayJob<'_> {
             database,
             start: &start,
             boundary,
-            batch_changes: self.config.backfill.apply_batch_changes as usize,
+            fold_bytes: self.config.backfill.replay_memory_mb as usize * (1 << 20),
         };
         let mut applier = Applier::historical(self.plan.clone());
         replay(dest, &mut applier, state, &replay_source, wait, self.cancel).await?;

@@ -22,7 +22,7 @@ use walfill_replay::decode::{
 };
 use walfill_replay::{Lsn, RowChange, Version};
 
-use crate::apply::Applier;
+use crate::apply::{Applier, Fold, Folder};
 use crate::base::{read_part, relation_of, Manifest};
 use crate::decode::{change_budget, READ_AHEAD};
 use crate::error::{Error, Result};
@@ -31,7 +31,12 @@ use crate::progress::Progress;
 use crate::state::VersionState;
 
 /// Batches in flight between the decoding thread and the applier.
-const CHANNEL_BATCHES: usize = 2;
+/// The progress of decoding is reported every this many bytes of WAL.
+const PROGRESS_STEP: u64 = 16 << 20;
+
+/// Replayed changes pending in the fold are stored at least this often, so
+/// an interrupted replay resumes from a recent position.
+const FLUSH_INTERVAL: Duration = Duration::from_secs(30);
 
 /// Memory for transactions being decoded; larger ones spill to disk.
 const DECODE_MEMORY: usize = 512 << 20;
@@ -47,8 +52,9 @@ pub(super) struct ReplaySource<'a> {
     /// The slot's consistent point: transactions committing before it are
     /// replayed, the rest come from the stream.
     pub(super) boundary: Lsn,
-    /// Changes per destination transaction.
-    pub(super) batch_changes: usize,
+    /// Replayed changes are folded to one write per key in this much memory
+    /// before they are stored.
+    pub(super) fold_bytes: usize,
 }
 
 /// Fills the staging table from the base and the WAL up to the boundary.
@@ -249,39 +255,64 @@ async fn load_base(
     Ok(())
 }
 
-/// A batch of replayed changes.
-struct Batch {
-    changes: Vec<(Version, RowChange)>,
-    /// Commit LSN of the last transaction the batch completes.
+/// What the decoding thread hands the applier, in order.
+enum Staged {
+    /// Writes folded from the changes of transactions up to `committed`
+    /// (and maybe part of the next one).
+    Writes {
+        fold: Fold,
+        changes: i64,
+        committed: Option<Lsn>,
+        transactions: u64,
+    },
+    /// A TRUNCATE of the table, after the writes sent before it.
+    Truncate(Version),
+}
+
+/// Folds decoded changes to one write per key and hands the fold to the
+/// applier when it fills its memory, every [`FLUSH_INTERVAL`] and at the
+/// end. Folding here, on the decoding thread, lets decoding go on while the
+/// applier stores the previous fold.
+struct FoldingSink {
+    tx: mpsc::Sender<Staged>,
+    folder: Folder,
+    fold: Fold,
+    fold_bytes: usize,
+    changes: i64,
     committed: Option<Lsn>,
     transactions: u64,
-}
-
-/// Sends whole transactions' changes to the applier in batches.
-struct ChannelSink {
-    tx: mpsc::Sender<Batch>,
-    batch: Batch,
-    batch_changes: usize,
+    sent_at: Instant,
     seq: u32,
+    progress: Progress,
+    position: Lsn,
+    stepped_at: Instant,
+    /// Why folding failed, when it did (the decoder sees only that it did).
+    failed: Option<Error>,
 }
 
-impl ChannelSink {
-    fn send(&mut self) -> Result<(), SinkError> {
-        let batch = std::mem::replace(
-            &mut self.batch,
-            Batch {
-                changes: Vec::with_capacity(self.batch_changes),
-                committed: None,
-                transactions: 0,
-            },
-        );
+impl FoldingSink {
+    fn send(&mut self, staged: Staged) -> Result<(), SinkError> {
         self.tx
-            .blocking_send(batch)
+            .blocking_send(staged)
             .map_err(|_| "the applier stopped".into())
+    }
+
+    fn send_fold(&mut self) -> Result<(), SinkError> {
+        if self.fold.is_empty() && self.committed.is_none() {
+            return Ok(());
+        }
+        let staged = Staged::Writes {
+            fold: std::mem::take(&mut self.fold),
+            changes: std::mem::take(&mut self.changes),
+            committed: self.committed.take(),
+            transactions: std::mem::take(&mut self.transactions),
+        };
+        self.sent_at = Instant::now();
+        self.send(staged)
     }
 }
 
-impl Sink for ChannelSink {
+impl Sink for FoldingSink {
     fn begin(&mut self, _: &TxnInfo) -> Result<(), SinkError> {
         self.seq = 0;
         Ok(())
@@ -296,19 +327,36 @@ impl Sink for ChannelSink {
             commit_lsn: txn.commit_lsn,
             seq: self.seq,
         };
-        self.batch.changes.push((version, change));
-        // A huge transaction goes in several batches.
-        if self.batch.changes.len() >= 4 * self.batch_changes {
-            self.send()?;
+        if let RowChange::Truncate { .. } = change {
+            self.send_fold()?;
+            return self.send(Staged::Truncate(version));
+        }
+        match self.folder.fold_change(&mut self.fold, version, &change) {
+            Ok(true) => self.changes += 1,
+            Ok(false) => {}
+            Err(e) => {
+                self.failed = Some(e);
+                return Err("folding a change failed".into());
+            }
+        }
+        // A huge transaction may fill the fold by itself.
+        if self.fold.bytes() >= self.fold_bytes {
+            self.send_fold()?;
         }
         Ok(())
     }
 
     fn commit(&mut self, txn: &TxnInfo) -> Result<(), SinkError> {
-        self.batch.committed = Some(txn.commit_lsn);
-        self.batch.transactions += 1;
-        if self.batch.changes.len() >= self.batch_changes {
-            self.send()?;
+        self.committed = Some(txn.commit_lsn);
+        self.transactions += 1;
+        let moved = txn.commit_lsn.checked_sub(self.position).unwrap_or(0);
+        if moved >= PROGRESS_STEP {
+            self.position = txn.commit_lsn;
+            self.progress.advance(moved, self.stepped_at.elapsed());
+            self.stepped_at = Instant::now();
+        }
+        if self.fold.bytes() >= self.fold_bytes || self.sent_at.elapsed() >= FLUSH_INTERVAL {
+            self.send_fold()?;
         }
         Ok(())
     }
@@ -356,11 +404,15 @@ async fn replay_wal(
         unsupported_as_null: true,
         ..DecodeOptions::default()
     };
-    let (tx, mut rx) = mpsc::channel::<Batch>(CHANNEL_BATCHES);
-    let batch_changes = source.batch_changes.max(1);
+    // One fold being stored, one waiting, one being filled.
+    let fold_bytes = (source.fold_bytes / 3).max(1);
+    let (tx, mut rx) = mpsc::channel::<Staged>(1);
     let runtime = tokio::runtime::Handle::current();
     let archive = source.archive.clone();
     let boundary = source.boundary;
+    let label = format!("replay {}/{}", state.target, state.version);
+    let total = boundary.checked_sub(restart).unwrap_or(0);
+    let folder = applier.folder();
     let decoding = tokio::task::spawn_blocking(move || {
         let segments = archive.read_blocking(
             &runtime,
@@ -369,66 +421,74 @@ async fn replay_wal(
             ReadOptions::default().with_read_ahead(READ_AHEAD),
         );
         let mut decoder = Decoder::new(catalog, options);
-        let mut sink = ChannelSink {
+        let mut sink = FoldingSink {
             tx,
-            batch: Batch {
-                changes: Vec::with_capacity(batch_changes),
-                committed: None,
-                transactions: 0,
-            },
-            batch_changes,
+            folder,
+            fold: Fold::default(),
+            fold_bytes,
+            changes: 0,
+            committed: None,
+            transactions: 0,
+            sent_at: Instant::now(),
             seq: 0,
+            progress: Progress::bytes(label, Some(total), 0),
+            position: restart,
+            stepped_at: Instant::now(),
+            failed: None,
         };
         let fed = decode_segments(segments, restart, Some(boundary), &mut decoder, &mut sink);
-        let sent = sink.send();
+        if let Some(e) = sink.failed.take() {
+            return Err(e);
+        }
+        let sent = sink.send_fold();
         let fed = fed.map_err(|e| match e.is_history_gap() {
             true => Error::History(e.to_string()),
             false => Error::Decode(e.to_string()),
         })?;
         sent.map_err(|e| Error::State(e.to_string()))?;
+        sink.progress.finish();
         Ok::<_, Error>((fed, decoder.lost().to_vec(), decoder.unsupported().clone()))
     });
 
-    let label = format!("replay {}/{}", state.target, state.version);
-    let total = boundary.checked_sub(restart).unwrap_or(0);
-    let mut progress = Progress::bytes(label, Some(total), 0);
-    let mut position = restart;
     let mut transactions = 0;
     let mut changes = 0;
     let applied = async {
         loop {
-            let batch = tokio::select! {
+            let staged = tokio::select! {
                 _ = cancel.cancelled() => return Err(Error::Interrupted),
-                batch = rx.recv() => batch,
+                staged = rx.recv() => staged,
             };
-            let Some(batch) = batch else {
+            let Some(staged) = staged else {
                 return Ok(());
             };
-            let started = Instant::now();
             let tx = dest
                 .transaction()
                 .await
                 .map_err(|e| Error::destination("starting a replay batch", e))?;
-            let outcome = applier
-                .apply_versioned(
-                    &tx,
-                    batch.changes.iter().map(|(v, c)| (*v, c)),
-                    state.truncated,
-                )
-                .await?;
-            state
-                .record_replayed(&tx, batch.committed, outcome.changes, outcome.truncated)
-                .await?;
+            match staged {
+                Staged::Writes {
+                    mut fold,
+                    changes: folded,
+                    committed,
+                    transactions: completed,
+                } => {
+                    applier
+                        .flush_pending(&tx, &mut fold, state.truncated)
+                        .await?;
+                    state.record_replayed(&tx, committed, folded, None).await?;
+                    changes += folded;
+                    transactions += completed;
+                }
+                Staged::Truncate(version) => {
+                    applier.apply_truncate(&tx, version).await?;
+                    // The position stays: the transaction may go on after it.
+                    state.record_replayed(&tx, None, 1, Some(version)).await?;
+                    changes += 1;
+                }
+            }
             tx.commit()
                 .await
                 .map_err(|e| Error::destination("committing a replay batch", e))?;
-            transactions += batch.transactions;
-            changes += outcome.changes;
-            if let Some(commit) = batch.committed {
-                let moved = commit.checked_sub(position).unwrap_or(0);
-                position = position.max(commit);
-                progress.advance(moved, started.elapsed());
-            }
         }
     }
     .await;
@@ -439,7 +499,6 @@ async fn replay_wal(
         .map_err(|e| Error::State(format!("the decoding thread failed: {e}")))?;
     applied?;
     let (fed, lost, unsupported) = decoded?;
-    progress.finish();
     Ok(WalOutcome {
         reached_boundary: fed.reached_to,
         end: fed.end,
