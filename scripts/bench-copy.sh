@@ -38,11 +38,10 @@ CHECKPOINT;
 SQL
 
 now() { date +%s.%N; }
-psql_db() { PGPASSWORD="$WALFILL_PG_PASSWORD" psql -X -q -h 127.0.0.1 -p "$WALFILL_PG_PORT" -U "$WALFILL_PG_SUPERUSER" -d "$DB" "$@"; }
 
 log "baseline: COPY TO STDOUT | COPY FROM STDIN"
 start=$(now)
-psql_db -c "COPY orders TO STDOUT" | psql_db -c "COPY orders_copy FROM STDIN"
+pg_psql -d "$DB" -c "COPY orders TO STDOUT" | pg_psql -d "$DB" -c "COPY orders_copy FROM STDIN"
 pipe=$(awk -v a="$(now)" -v b="$start" 'BEGIN { print a - b }')
 
 run_walfill() { # name select
@@ -57,7 +56,7 @@ version = "v1"
 TOML
   WALFILL_CONFIG="$DIR/$1.toml" "$WALFILL" setup >/dev/null
   WALFILL_CONFIG="$DIR/$1.toml" "$WALFILL" backfill "$1" --no-swap 2>/dev/null
-  psql_db -At -c "SELECT extract(epoch FROM copy_finished_at - copy_started_at)
+  pg_psql -d "$DB" -At -c "SELECT extract(epoch FROM copy_finished_at - copy_started_at)
                     FROM walfill.versions WHERE target = '$1'"
 }
 log "walfill: identity transform"

@@ -85,7 +85,6 @@ end_lsn=$(value "SELECT pg_current_wal_lsn()")
 wal_mib=$(value "SELECT round(pg_wal_lsn_diff('$end_lsn', '$start_lsn') / 1048576.0)")
 live=$(value "SELECT count(*) FROM orders WHERE $FILTER")
 
-psql_db() { PGPASSWORD="$WALFILL_PG_PASSWORD" psql -X -q -h 127.0.0.1 -p "$WALFILL_PG_PORT" -U "$WALFILL_PG_SUPERUSER" -d "$DB" "$@"; }
 now() { date +%s.%N; }
 since() { awk -v a="$(now)" -v b="$1" 'BEGIN { print a - b }'; }
 
@@ -93,8 +92,8 @@ log "baseline: COPY (transform) TO STDOUT | COPY FROM STDIN"
 value "CREATE TABLE orders_copy AS SELECT $SELECT_LIST FROM orders LIMIT 0;
        ALTER TABLE orders_copy ADD PRIMARY KEY (id)" >/dev/null
 start=$(now)
-psql_db -c "COPY (SELECT $SELECT_LIST FROM orders WHERE $FILTER) TO STDOUT" |
-  psql_db -c "COPY orders_copy FROM STDIN"
+pg_psql -d "$DB" -c "COPY (SELECT $SELECT_LIST FROM orders WHERE $FILTER) TO STDOUT" |
+  pg_psql -d "$DB" -c "COPY orders_copy FROM STDIN"
 pipe=$(since "$start")
 
 # walfill_run NAME VERSION PATH: whole-command seconds and peak RSS (kB)

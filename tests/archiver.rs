@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use walfill_replay::wal::{Poll, WalDecoder};
 use walfill_replay::{Lsn, SegmentName, SegmentNo, TimelineId};
 
-use crate::support::cluster::{admin_url, connect};
+use crate::support::cluster::{admin_url, connect, drop_slots};
 use crate::support::TestDb;
 
 static COUNTER: AtomicU32 = AtomicU32::new(0);
@@ -126,29 +126,7 @@ impl Drop for SlotGuard {
         let Ok(mut admin) = postgres::Client::connect(&admin_url(), postgres::NoTls) else {
             return;
         };
-        for _ in 0..50 {
-            let _ = admin.execute(
-                "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots
-                  WHERE slot_name = $1 AND active_pid IS NOT NULL",
-                &[&self.name],
-            );
-            let _ = admin.execute(
-                "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots
-                  WHERE slot_name = $1 AND NOT active",
-                &[&self.name],
-            );
-            let left: i64 = admin
-                .query_one(
-                    "SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1",
-                    &[&self.name],
-                )
-                .map(|r| r.get(0))
-                .unwrap_or(0);
-            if left == 0 {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        drop_slots(&mut admin, "slot_name", &self.name);
     }
 }
 

@@ -9,17 +9,22 @@ use crate::support::{assert_view_matches, TestDb, Walfill};
 const SELECT: &str = "id, status, md5(body) AS body_md5, length(body) AS body_len, \
                       left(body, 12) || status AS mixed";
 
-#[test]
-fn unchanged_toast_value_of_a_row_not_yet_copied() {
-    let db = TestDb::new("toast");
-    // Random (incompressible) 8 kB bodies are stored out of line.
-    db.exec(
+/// `docs` with `rows` rows whose random (incompressible) 8 kB bodies are
+/// stored out of line.
+fn create_docs(db: &TestDb, rows: u32) {
+    db.exec(&format!(
         "CREATE TABLE docs (id int PRIMARY KEY, status text, body text);
          INSERT INTO docs
          SELECT g, 'draft', (SELECT string_agg(md5(g::text || ':' || i), '')
                                FROM generate_series(1, 256) i)
-           FROM generate_series(1, 3000) g;",
-    );
+           FROM generate_series(1, {rows}) g;"
+    ));
+}
+
+#[test]
+fn unchanged_toast_value_of_a_row_not_yet_copied() {
+    let db = TestDb::new("toast");
+    create_docs(&db, 3000);
     let stored_outside: String = db
         .value(
             "SELECT (pg_relation_size(reltoastrelid) > 0)::text FROM pg_class WHERE relname = 'docs'",
@@ -72,13 +77,7 @@ fn unchanged_toast_value_of_a_row_not_yet_copied() {
 #[test]
 fn filter_reads_an_unchanged_toast_value() {
     let db = TestDb::new("toast_filter");
-    db.exec(
-        "CREATE TABLE docs (id int PRIMARY KEY, status text, body text);
-         INSERT INTO docs
-         SELECT g, 'draft', (SELECT string_agg(md5(g::text || ':' || i), '')
-                               FROM generate_series(1, 256) i)
-           FROM generate_series(1, 500) g;",
-    );
+    create_docs(&db, 500);
     let filter = "length(body) > 1000 AND body NOT LIKE 'a%'";
     let walfill = Walfill::new(
         &db,

@@ -31,7 +31,7 @@ use walfill_replay::tuple::{
     decode_chunk, decompress, deform, detoast_inline, Align, AttrSchema, RawDatum, RelSchema,
     Storage, ToastChunks, ToastPointer, Varlena,
 };
-use walfill_replay::types::{self, BaseType, TypeInfo};
+use walfill_replay::types::{BaseType, TypeInfo};
 use walfill_replay::wal::TupleFragment;
 
 use crate::bytes::Input;
@@ -64,7 +64,7 @@ pub fn attr(desc: u8, attnum: i16) -> FuzzAttr {
     let idx = usize::from(desc & 0x7F);
     let dropped = desc & DROPPED != 0;
     let (len, align, ty) = match table.get(idx) {
-        Some(ty) => (ty.len, align_of(ty.align), Some(ty)),
+        Some(ty) => (ty.len, ty.align, Some(ty)),
         None => {
             let k = idx - table.len();
             (RAW_LENS[(k / 4) % RAW_LENS.len()], ALIGNS[k % 4], None)
@@ -94,15 +94,6 @@ pub fn attr(desc: u8, attnum: i16) -> FuzzAttr {
 /// The descriptor byte of the attribute typed as `base`.
 pub fn base_desc(base: BaseType) -> u8 {
     crate::datum::selector(crate::datum::TypeSel::Base(base))
-}
-
-fn align_of(a: types::Align) -> Align {
-    match a {
-        types::Align::Char => Align::Char,
-        types::Align::Short => Align::Short,
-        types::Align::Int => Align::Int,
-        types::Align::Double => Align::Double,
-    }
 }
 
 /// A tuple header and fragment in input form: infomask2, infomask, hoff, data.

@@ -311,7 +311,7 @@ fn check_builtin_layouts(client: &mut Client) -> Vec<String> {
                 .expect("pg_type row");
             let (len, byval, align): (i16, bool, String) = (row.get(0), row.get(1), row.get(2));
             let align_ok =
-                walfill_replay::types::Align::from_typalign(align.as_bytes()[0]) == Some(ty.align);
+                walfill_replay::types::Align::from_code(align.as_bytes()[0]) == Some(ty.align);
             if len != ty.len || byval != ty.byval || !align_ok {
                 problems.push(format!("layout of {oid} differs from pg_type"));
             }

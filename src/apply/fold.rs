@@ -170,11 +170,6 @@ impl Fold {
         self.entries.is_empty()
     }
 
-    /// How many keys have a pending write.
-    pub fn len(&self) -> usize {
-        self.entries.len()
-    }
-
     /// About how much memory the pending writes take (an overestimate:
     /// overwritten entries still count until the fold is drained).
     pub fn bytes(&self) -> usize {

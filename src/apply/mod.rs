@@ -67,22 +67,14 @@ impl Applier {
     fn build(plan: Plan, historical: bool) -> Applier {
         Applier {
             batch_sql: plan.batch_sql(),
-            folder: Folder {
-                plan: plan.clone(),
-                maps: HashMap::new(),
-                historical,
-            },
+            folder: Folder::new(plan.clone(), historical),
             plan,
         }
     }
 
     /// A folder of this applier's changes, to use apart from it.
     pub fn folder(&self) -> Folder {
-        Folder {
-            plan: self.plan.clone(),
-            maps: HashMap::new(),
-            historical: self.folder.historical,
-        }
+        Folder::new(self.plan.clone(), self.folder.historical)
     }
 
     /// The plan.
@@ -159,53 +151,25 @@ impl Applier {
         &mut self,
         dest: &DestTransaction<'_>,
         changes: impl IntoIterator<Item = (Version, &'c RowChange)>,
-        watermark: Option<Version>,
-    ) -> Result<BatchOutcome> {
-        let mut pending = Fold::default();
-        let mut outcome = self
-            .stage_versioned(dest, &mut pending, changes, watermark)
-            .await?;
-        let watermark = watermark.max(outcome.truncated);
-        let flushed = self.flush_pending(dest, &mut pending, watermark).await?;
-        outcome.unfilled += flushed.unfilled;
-        Ok(outcome)
-    }
-
-    /// Folds changes into `pending` without storing them, except that a
-    /// TRUNCATE stores what is pending before it and then applies itself
-    /// inside `dest`'s transaction. Changes after the last TRUNCATE stay
-    /// pending: store them with [`Self::flush_pending`].
-    async fn stage_versioned<'c>(
-        &mut self,
-        dest: &DestTransaction<'_>,
-        pending: &mut Fold,
-        changes: impl IntoIterator<Item = (Version, &'c RowChange)>,
         mut watermark: Option<Version>,
     ) -> Result<BatchOutcome> {
         let mut outcome = BatchOutcome::default();
+        let mut pending = Fold::default();
         for (version, change) in changes {
             if let RowChange::Truncate { .. } = change {
-                let flushed = self.flush_pending(dest, pending, watermark).await?;
+                let flushed = self.flush_pending(dest, &mut pending, watermark).await?;
                 outcome.unfilled += flushed.unfilled;
                 self.apply_truncate(dest, version).await?;
                 watermark = watermark.max(Some(version));
                 outcome.truncated = outcome.truncated.max(Some(version));
                 outcome.changes += 1;
-            } else if self.fold_change(pending, version, change)? {
+            } else if self.folder.fold_change(&mut pending, version, change)? {
                 outcome.changes += 1;
             }
         }
+        let flushed = self.flush_pending(dest, &mut pending, watermark).await?;
+        outcome.unfilled += flushed.unfilled;
         Ok(outcome)
-    }
-
-    /// Folds one change into `pending` (see [`Folder::fold_change`]).
-    fn fold_change(
-        &mut self,
-        pending: &mut Fold,
-        version: Version,
-        change: &RowChange,
-    ) -> Result<bool> {
-        self.folder.fold_change(pending, version, change)
     }
 
     /// Removes every stored row older than a TRUNCATE at `version`, inside
@@ -327,6 +291,14 @@ impl Applier {
 }
 
 impl Folder {
+    fn new(plan: Plan, historical: bool) -> Folder {
+        Folder {
+            plan,
+            maps: HashMap::new(),
+            historical,
+        }
+    }
+
     fn map_for(&mut self, relation: &Arc<Relation>) -> Result<&ColumnMap> {
         let fresh = match self.maps.get(&relation.oid) {
             Some(map) => !map.is_for(relation),
@@ -344,7 +316,7 @@ impl Folder {
 
     /// Folds one change into `pending`; false if it is not a row change of
     /// the plan's table. A TRUNCATE is the caller's (see
-    /// [`Applier::stage_versioned`]).
+    /// [`Applier::apply_versioned`]).
     pub fn fold_change(
         &mut self,
         pending: &mut Fold,

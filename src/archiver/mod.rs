@@ -43,9 +43,23 @@ use std::time::Duration;
 
 use walfill_replay::Lsn;
 
+use crate::config::Config;
+
 pub use error::ArchiverError;
 pub use push::{wal_push, PushOutcome};
 pub use run::{archive, default_slot_name};
+
+/// The configured archive's URL, or an error saying how to configure one
+/// for `command`.
+fn archive_url(config: &Config, command: &str) -> Result<String, ArchiverError> {
+    config.archive.clone().ok_or_else(|| ArchiverError::Config {
+        path: config.path.clone(),
+        message: format!(
+            "no archive configured: add an [archive] section with url = \"file:///path\" \
+             or \"s3://bucket/prefix\" (walfill {command} stores WAL there)"
+        ),
+    })
+}
 
 /// How `walfill archive` runs.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -69,15 +69,7 @@ impl<'a> PushFile<'a> {
 
 /// Stores the WAL file at `path` in the configured archive.
 pub async fn wal_push(config: &Config, path: &Path) -> Result<PushOutcome, ArchiverError> {
-    let url = config
-        .archive
-        .clone()
-        .ok_or_else(|| ArchiverError::Config {
-            path: config.path.clone(),
-            message: "no archive configured: add an [archive] section with url = \"file:///path\" \
-                  or \"s3://bucket/prefix\" (walfill wal-push stores WAL there)"
-                .to_string(),
-        })?;
+    let url = super::archive_url(config, "wal-push")?;
     let not_wal = |reason: String| ArchiverError::NotWal {
         path: path.to_path_buf(),
         reason,

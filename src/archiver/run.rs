@@ -54,15 +54,7 @@ pub async fn archive(
     options: &ArchiveOptions,
     cancel: &CancellationToken,
 ) -> Result<Lsn, ArchiverError> {
-    let url = config
-        .archive
-        .clone()
-        .ok_or_else(|| ArchiverError::Config {
-            path: config.path.clone(),
-            message: "no archive configured: add an [archive] section with url = \"file:///path\" \
-                  or \"s3://bucket/prefix\""
-                .to_string(),
-        })?;
+    let url = super::archive_url(config, "archive")?;
     let slot = options
         .slot
         .clone()

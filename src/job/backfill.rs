@@ -265,14 +265,9 @@ impl Job<'_> {
             tracing::info!(%slot, "creating the slot; this waits for running source transactions");
             let boundary = Boundary::create(&url, &slot, false)?;
             state.set_boundary(&*dest, boundary.lsn).await?;
-            state::record_event(
-                &*dest,
-                &state.target,
-                Some(&state.version),
-                "boundary",
-                serde_json::json!({ "slot": slot, "lsn": boundary.lsn.to_string() }),
-            )
-            .await?;
+            state
+                .record_boundary_event(&*dest, &slot, boundary.lsn)
+                .await?;
             let mut base =
                 super::base::writer(self.config, &self.source, &self.plan, &slot, boundary.lsn)
                     .await;

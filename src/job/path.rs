@@ -168,14 +168,9 @@ impl ReplayJob<'_> {
             state
                 .set_replay_boundary(&*dest, boundary.lsn, start.restart())
                 .await?;
-            state::record_event(
-                &*dest,
-                &state.target,
-                Some(&state.version),
-                "boundary",
-                serde_json::json!({ "slot": slot, "lsn": boundary.lsn.to_string() }),
-            )
-            .await?;
+            state
+                .record_boundary_event(&*dest, &slot, boundary.lsn)
+                .await?;
             connection = Some(boundary.connection);
         }
         if state.replayed_lsn.is_none() && state.copy_cursor.is_none() {

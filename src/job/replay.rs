@@ -30,7 +30,6 @@ use crate::planner::{blocking_loss, ReplayStart};
 use crate::progress::Progress;
 use crate::state::VersionState;
 
-/// Batches in flight between the decoding thread and the applier.
 /// The progress of decoding is reported every this many bytes of WAL.
 const PROGRESS_STEP: u64 = 16 << 20;
 

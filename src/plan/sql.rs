@@ -70,6 +70,14 @@ impl Plan {
         quote_ident(&self.source.name)
     }
 
+    /// The filter as a condition that is false where the filter is NULL.
+    fn passes(&self) -> Option<String> {
+        self.def
+            .filter
+            .as_ref()
+            .map(|f| format!("coalesce(({f}), false)"))
+    }
+
     /// One work-table row (alias `m`) as the source's columns only, under
     /// the source table's name: read laterally, so the transform runs over
     /// each row without joining the work table to itself.
@@ -252,11 +260,7 @@ impl Plan {
     pub fn chunk_sql(&self, boundary: Lsn, fresh: bool) -> Vec<String> {
         let lsn = format!("{}::pg_lsn", quote_literal(&boundary.to_string()));
         let alias = self.alias();
-        let filter = self
-            .def
-            .filter
-            .as_ref()
-            .map(|f| format!("coalesce(({f}), false)"));
+        let filter = self.passes();
         let (rows, live_conflict, dead_conflict) = if fresh {
             (self.source_rows(""), String::new(), String::new())
         } else {
@@ -295,11 +299,7 @@ impl Plan {
             "(m._walfill_lsn, m._walfill_seq) > ($1::text::pg_lsn, $2::integer) AND coalesce({}, true)",
             self.stored_is_older("m", "(m._walfill_lsn, m._walfill_seq)")
         );
-        let passes = self
-            .def
-            .filter
-            .as_ref()
-            .map(|f| format!("coalesce(({f}), false)"));
+        let passes = self.passes();
         let fill_key = self
             .key
             .iter()

@@ -134,28 +134,10 @@ impl VersionState {
         truncated: Option<Version>,
     ) -> Result<()> {
         let replayed = replayed.or(self.replayed_lsn);
-        let truncated = truncated.or(self.truncated);
-        client
-            .execute(
-                "UPDATE walfill.versions
-                    SET replayed_lsn = $3::text::pg_lsn, changes_applied = changes_applied + $4,
-                        truncated_lsn = $5::text::pg_lsn, truncated_seq = $6,
-                        last_error = NULL, updated_at = now()
-                  WHERE target = $1 AND version = $2",
-                &[
-                    &self.target,
-                    &self.version,
-                    &replayed.map(|l| l.to_string()),
-                    &changes,
-                    &truncated.map(|t| t.commit_lsn.to_string()),
-                    &truncated.map(|t| t.seq as i32),
-                ],
-            )
+        self.record_position(client, "replayed_lsn", replayed, changes, truncated)
             .await
             .map_err(|e| Error::destination("recording the replay's position", e))?;
         self.replayed_lsn = replayed;
-        self.changes_applied += changes;
-        self.truncated = truncated;
         Ok(())
     }
 

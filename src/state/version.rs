@@ -256,6 +256,24 @@ impl VersionState {
         Ok(())
     }
 
+    /// Records in the event log that `slot` was created with its consistent
+    /// point at `boundary`.
+    pub async fn record_boundary_event(
+        &self,
+        client: &impl GenericClient,
+        slot: &str,
+        boundary: Lsn,
+    ) -> Result<()> {
+        super::record_event(
+            client,
+            &self.target,
+            Some(&self.version),
+            "boundary",
+            serde_json::json!({ "slot": slot, "lsn": boundary.to_string() }),
+        )
+        .await
+    }
+
     /// Records the slot's consistent point as the boundary and as the
     /// snapshot the copy reads; the copy (re)starts from the beginning.
     pub async fn set_boundary(&mut self, client: &impl GenericClient, boundary: Lsn) -> Result<()> {
@@ -330,26 +348,43 @@ impl VersionState {
         changes: i64,
         truncated: Option<Version>,
     ) -> Result<()> {
+        self.record_position(client, "applied_lsn", Some(applied), changes, truncated)
+            .await
+            .map_err(|e| Error::destination("recording the applied position", e))?;
+        self.applied_lsn = Some(applied);
+        Ok(())
+    }
+
+    /// Stores `position` in `column` (`applied_lsn` or `replayed_lsn`), adds
+    /// `changes` and moves the TRUNCATE watermark to `truncated` if given.
+    pub(super) async fn record_position(
+        &mut self,
+        client: &impl GenericClient,
+        column: &str,
+        position: Option<Lsn>,
+        changes: i64,
+        truncated: Option<Version>,
+    ) -> std::result::Result<(), tokio_postgres::Error> {
         let truncated = truncated.or(self.truncated);
         client
             .execute(
-                "UPDATE walfill.versions
-                    SET applied_lsn = $3::text::pg_lsn, changes_applied = changes_applied + $4,
-                        truncated_lsn = $5::text::pg_lsn, truncated_seq = $6,
-                        last_error = NULL, updated_at = now()
-                  WHERE target = $1 AND version = $2",
+                &format!(
+                    "UPDATE walfill.versions
+                        SET {column} = $3::text::pg_lsn, changes_applied = changes_applied + $4,
+                            truncated_lsn = $5::text::pg_lsn, truncated_seq = $6,
+                            last_error = NULL, updated_at = now()
+                      WHERE target = $1 AND version = $2"
+                ),
                 &[
                     &self.target,
                     &self.version,
-                    &applied.to_string(),
+                    &position.map(|l| l.to_string()),
                     &changes,
                     &truncated.map(|t| t.commit_lsn.to_string()),
                     &truncated.map(|t| t.seq as i32),
                 ],
             )
-            .await
-            .map_err(|e| Error::destination("recording the applied position", e))?;
-        self.applied_lsn = Some(applied);
+            .await?;
         self.changes_applied += changes;
         self.truncated = truncated;
         Ok(())

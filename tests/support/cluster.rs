@@ -115,33 +115,43 @@ impl Drop for TestDb {
             return;
         };
         // Slots of this database must go before the database can.
-        for _ in 0..50 {
-            let _ = client.execute(
-                "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots
-                  WHERE database = $1 AND active_pid IS NOT NULL",
-                &[&self.name],
-            );
-            let _ = client.execute(
-                "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots
-                  WHERE database = $1 AND NOT active",
-                &[&self.name],
-            );
-            let left: i64 = client
-                .query_one(
-                    "SELECT count(*) FROM pg_replication_slots WHERE database = $1",
-                    &[&self.name],
-                )
-                .map(|r| r.get(0))
-                .unwrap_or(0);
-            if left == 0 {
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        drop_slots(&mut client, "database", &self.name);
         let _ = client.batch_execute(&format!(
             "DROP DATABASE IF EXISTS {} WITH (FORCE)",
             self.name
         ));
+    }
+}
+
+/// Drops the replication slots whose `column` (`slot_name` or `database`)
+/// is `value`, ending the sessions that use them; gives up after 5 s.
+pub fn drop_slots(client: &mut Client, column: &str, value: &str) {
+    for _ in 0..50 {
+        let _ = client.execute(
+            &format!(
+                "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots
+                  WHERE {column} = $1 AND active_pid IS NOT NULL"
+            ),
+            &[&value],
+        );
+        let _ = client.execute(
+            &format!(
+                "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots
+                  WHERE {column} = $1 AND NOT active"
+            ),
+            &[&value],
+        );
+        let left: i64 = client
+            .query_one(
+                &format!("SELECT count(*) FROM pg_replication_slots WHERE {column} = $1"),
+                &[&value],
+            )
+            .map(|r| r.get(0))
+            .unwrap_or(0);
+        if left == 0 {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(100));
     }
 }
 

@@ -45,16 +45,7 @@ pub fn assert_view_matches(
     filter: Option<&str>,
     key: &str,
 ) {
-    let filter = filter.map(|f| format!(" WHERE {f}")).unwrap_or_default();
-    let expected = rows(
-        db,
-        &format!("SELECT t::text FROM (SELECT {select} FROM {source}{filter}) t ORDER BY t.{key}"),
-    );
-    let actual = rows(
-        db,
-        &format!("SELECT t::text FROM {view} t ORDER BY t.{key}"),
-    );
-    compare(view, source, &expected, &actual);
+    assert_view_matches_in(db, db, view, source, select, filter, key);
 }
 
 fn compare(view: &str, source: &str, expected: &[String], actual: &[String]) {

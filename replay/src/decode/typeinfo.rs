@@ -65,7 +65,7 @@ impl TypeRows {
         let Some(row) = self.rows.get(&oid).filter(|_| depth < 8) else {
             return TypeInfo::unsupported(oid, -1, false, Align::Int, None);
         };
-        let align = Align::from_typalign(first_byte(&row.align, b'i')).unwrap_or(Align::Int);
+        let align = Align::from_code(first_byte(&row.align, b'i')).unwrap_or(Align::Int);
         match first_byte(&row.kind, b'b') {
             b'e' => TypeInfo::enum_type(oid, row.labels.iter().cloned().collect()),
             b'd' => TypeInfo::domain(oid, self.info_depth(row.base, depth + 1)),

@@ -9,41 +9,7 @@ use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
 
-/// Storage alignment of a type (`typalign`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub enum Align {
-    /// `c`: no alignment.
-    Char,
-    /// `s`: 2 bytes.
-    Short,
-    /// `i`: 4 bytes.
-    Int,
-    /// `d`: 8 bytes.
-    Double,
-}
-
-impl Align {
-    /// Alignment in bytes.
-    pub fn bytes(self) -> usize {
-        match self {
-            Align::Char => 1,
-            Align::Short => 2,
-            Align::Int => 4,
-            Align::Double => 8,
-        }
-    }
-
-    /// The alignment for a `pg_type.typalign` character.
-    pub fn from_typalign(c: u8) -> Option<Align> {
-        match c {
-            b'c' => Some(Align::Char),
-            b's' => Some(Align::Short),
-            b'i' => Some(Align::Int),
-            b'd' => Some(Align::Double),
-            _ => None,
-        }
-    }
-}
+pub use crate::tuple::Align;
 
 /// The built-in scalar types this module can print.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
