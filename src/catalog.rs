@@ -21,7 +21,20 @@ const DEFAULT_TABLESPACE: u32 = 1663;
 
 /// Reads the catalog of the database `client` is connected to.
 pub async fn load(client: &Client) -> Result<Catalog> {
-    let failed = |what: &'static str| move |e| Error::destination(what, e);
+    load_where(client, None).await
+}
+
+/// The current description of table `relid`, if it is one the catalog
+/// journal would describe.
+pub async fn describe(client: &Client, relid: u32) -> Result<Option<NewRelation>> {
+    Ok(load_where(client, Some(relid))
+        .await?
+        .by_oid(relid)
+        .map(|r| r.spec.clone()))
+}
+
+async fn load_where(client: &Client, only: Option<u32>) -> Result<Catalog> {
+    let failed = |what: &'static str| move |e| Error::source_query(what, e);
     let db = client
         .query_one(
             "SELECT oid, dattablespace FROM pg_database WHERE datname = current_database()",
@@ -41,8 +54,9 @@ pub async fn load(client: &Client) -> Result<Catalog> {
                     t.reltablespace
                FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
                LEFT JOIN pg_class t ON t.oid = c.reltoastrelid
-              WHERE c.relkind IN ('r', 'm') AND c.relpersistence = 'p' AND c.oid >= $1",
-            &[&FIRST_USER_OID],
+              WHERE c.relkind IN ('r', 'm') AND c.relpersistence = 'p' AND c.oid >= $1
+                AND ($2::oid IS NULL OR c.oid = $2)",
+            &[&FIRST_USER_OID, &only],
         )
         .await
         .map_err(failed("reading relations"))?;
@@ -51,12 +65,13 @@ pub async fn load(client: &Client) -> Result<Catalog> {
             "SELECT a.attrelid, a.attnum, a.attname::text, a.atttypid, a.atttypmod, a.attlen,
                     a.attbyval, a.attalign::text, a.attstorage::text, a.attisdropped,
                     CASE WHEN a.atthasmissing THEN a.attmissingval::text END,
-                    CASE WHEN a.attisdropped THEN '' ELSE format_type(a.atttypid, NULL) END
+                    CASE WHEN a.attisdropped THEN '' ELSE format_type(a.atttypid, NULL) END,
+                    a.attgenerated::text
                FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
               WHERE a.attnum > 0 AND c.relkind IN ('r', 'm') AND c.relpersistence = 'p'
-                AND c.oid >= $1
+                AND c.oid >= $1 AND ($2::oid IS NULL OR c.oid = $2)
               ORDER BY a.attrelid, a.attnum",
-            &[&FIRST_USER_OID],
+            &[&FIRST_USER_OID, &only],
         )
         .await
         .map_err(failed("reading columns"))?;
@@ -69,9 +84,9 @@ pub async fn load(client: &Client) -> Result<Catalog> {
                   OR (c.relreplident = 'i' AND i.indisreplident))
                CROSS JOIN LATERAL unnest(i.indkey::int2[]) WITH ORDINALITY AS k(attnum, ord)
                JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum = k.attnum
-              WHERE c.oid >= $1
+              WHERE c.oid >= $1 AND ($2::oid IS NULL OR c.oid = $2)
               GROUP BY c.oid",
-            &[&FIRST_USER_OID],
+            &[&FIRST_USER_OID, &only],
         )
         .await
         .map_err(failed("reading replica identities"))?;
@@ -93,6 +108,7 @@ pub async fn load(client: &Client) -> Result<Catalog> {
             storage: Storage::from_code(code(a.get(8))).unwrap_or(Storage::Plain),
             dropped,
             missing: missing.as_deref().and_then(first_array_element),
+            generated: !a.get::<_, String>(12).is_empty(),
         };
         let ty = (!dropped).then(|| types.info(type_oid));
         columns
@@ -180,7 +196,7 @@ async fn load_types(client: &Client) -> Result<TypeRows> {
             &[],
         )
         .await
-        .map_err(|e| Error::destination("reading enum labels", e))?
+        .map_err(|e| Error::source_query("reading enum labels", e))?
     {
         labels
             .entry(r.get(0))
@@ -196,7 +212,7 @@ async fn load_types(client: &Client) -> Result<TypeRows> {
             &[],
         )
         .await
-        .map_err(|e| Error::destination("reading types", e))?;
+        .map_err(|e| Error::source_query("reading types", e))?;
     Ok(TypeRows::new(rows.iter().map(|r| {
         let oid: u32 = r.get(0);
         TypeRow {

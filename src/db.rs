@@ -1,4 +1,10 @@
 //! Connections to the source and destination databases.
+//!
+//! Every session walfill opens — source, destination and replication —
+//! pins the settings that change how values print or parse, so a database
+//! or role configured otherwise (another DateStyle, fewer float digits, a
+//! money locale...) cannot turn a value into another one on its way:
+//! text moves between databases in one fixed form.
 
 use tokio_postgres::{Client, NoTls};
 
@@ -24,12 +30,61 @@ impl Role {
     }
 }
 
+/// The settings every walfill session runs with, as `name=value` pairs.
+///
+/// - text I/O: `DateStyle`, `IntervalStyle`, `extra_float_digits`,
+///   `bytea_output`, `TimeZone`, `standard_conforming_strings`,
+///   `client_encoding`, `lc_monetary`, `xmloption`;
+/// - name resolution: `search_path` at PostgreSQL's default, `"$user",
+///   public`;
+/// - a dead client's statement is cut short within a second
+///   (`client_connection_check_interval`), so it releases what it holds;
+/// - `jit` off: walfill's statements run once per chunk or batch over a few
+///   thousand rows, and compiling them costs more than it saves.
+pub fn session_settings() -> Vec<(&'static str, &'static str)> {
+    let mut settings = vec![
+        ("DateStyle", "ISO,MDY"),
+        ("IntervalStyle", "postgres"),
+        ("extra_float_digits", "1"),
+        ("bytea_output", "hex"),
+        ("TimeZone", "UTC"),
+        ("standard_conforming_strings", "on"),
+        ("client_encoding", "UTF8"),
+        ("lc_monetary", "C"),
+        ("xmloption", "content"),
+        ("client_connection_check_interval", "1000"),
+        ("jit", "off"),
+    ];
+    // PostgreSQL's default, whatever the role or database says: transforms
+    // resolve the same names in every run, and types print as logical
+    // decoding prints them.
+    settings.push(("search_path", "\"$user\",public"));
+    settings
+}
+
+/// The settings as a libpq `options` value: `-c name=value ...`.
+pub fn options() -> String {
+    session_settings()
+        .iter()
+        .map(|(name, value)| format!("-c {name}={value}"))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The URL of a logical replication connection to the source, with the
+/// session's settings pinned.
+pub fn replication_url(url: &PgUrl) -> String {
+    url.replication_url(&options())
+}
+
 /// Connects and spawns the connection's driver task. Errors say what to fix.
 pub async fn connect(url: &PgUrl, role: Role) -> Result<Client> {
     let mut config = url.client_config();
     if config.get_connect_timeout().is_none() {
         config.connect_timeout(std::time::Duration::from_secs(10));
     }
+    let given = config.get_options().unwrap_or_default().to_string();
+    config.options(format!("{given} {}", options()).trim());
     let (client, connection) = config
         .connect(NoTls)
         .await
@@ -39,12 +94,6 @@ pub async fn connect(url: &PgUrl, role: Role) -> Result<Client> {
             tracing::debug!(error = %e, "database connection closed");
         }
     });
-    // walfill's statements run once per chunk or batch over a few thousand
-    // rows: compiling them with JIT costs more than it saves.
-    client
-        .batch_execute("SET application_name = 'walfill'; SET TimeZone = 'UTC'; SET jit = off")
-        .await
-        .map_err(|e| Error::destination("configuring the session", e))?;
     Ok(client)
 }
 
@@ -61,17 +110,33 @@ pub fn connect_error(url: &PgUrl, role: Role, err: &tokio_postgres::Error) -> Er
         };
         format!("{} [SQLSTATE {}]; {fix}", db.message(), db.code().code())
     } else {
-        let mut text = err.to_string();
-        let mut source = std::error::Error::source(err);
-        while let Some(s) = source {
-            text.push_str(&format!(": {s}"));
-            source = s.source();
-        }
-        format!("{text}; check host and port in {key} and that the server is running")
+        format!(
+            "{}; check host and port in {key} and that the server is running",
+            walfill_core::sql::error_chain(err)
+        )
     };
     Error::Connect {
         role: role.name(),
         url: url.to_string(),
         message,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn options_pin_text_io() {
+        let source = options();
+        assert!(source.contains("-c DateStyle=ISO,MDY"), "{source}");
+        assert!(
+            source.contains("-c search_path=\"$user\",public"),
+            "{source}"
+        );
+        assert!(
+            !source.contains(", "),
+            "{source}: libpq splits options at spaces"
+        );
     }
 }

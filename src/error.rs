@@ -1,7 +1,7 @@
-//! The service's errors, and the one place that decides what each means for
-//! the operator: the exit code and whether running again may help.
+//! The service's errors, and the one place that decides what each means:
+//! the exit code, and whether trying again may help ([`Error::directive`]).
 
-use walfill_snapshot::sql::describe_pg_error;
+use walfill_core::sql::{describe_pg_error, error_chain};
 use walfill_snapshot::SnapshotError;
 
 use crate::config::ConfigError;
@@ -40,21 +40,38 @@ pub enum Error {
     #[error("{0}")]
     Decode(String),
     /// The archived history cannot serve a replay (a missing or damaged
-    /// segment, a table the journal lost track of): a snapshot can.
+    /// segment or base snapshot, a table the journal lost track of): a
+    /// snapshot can.
     #[error("{0}")]
     History(String),
     /// Checks found problems; each names its fix.
     #[error("{}", format_problems(.0))]
     Problems(Vec<String>),
-    /// The request does not fit the current state (e.g. nothing to roll back to).
+    /// The request does not fit the current state (nothing to roll back to,
+    /// a retired version...); the message says what would.
     #[error("{0}")]
-    State(String),
+    Request(String),
+    /// The source table changed under a version in a way the version cannot
+    /// follow (a column it reads dropped or retyped, the table dropped).
+    #[error("{0}")]
+    SchemaChanged(String),
+    /// A version lost changes for good (its slot is gone): it must be
+    /// rebuilt before it can be published.
+    #[error("{0}")]
+    Lost(String),
     /// Another walfill process holds the work.
     #[error("{0}")]
     Busy(String),
+    /// Another walfill process took the version over; this one's writes
+    /// would be stale.
+    #[error("{0}")]
+    Fenced(String),
     /// The operator stopped the command.
     #[error("interrupted")]
     Interrupted,
+    /// Something walfill did not expect of itself (a task that died).
+    #[error("{0}")]
+    Internal(String),
 }
 
 fn format_problems(problems: &[String]) -> String {
@@ -70,6 +87,20 @@ fn format_problems(problems: &[String]) -> String {
     text
 }
 
+/// What to do about an error, decided in one place.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Directive {
+    /// Transient (a network blip, a server restart, a busy slot): try again
+    /// after a pause.
+    Retry,
+    /// The archive cannot serve a replay: build from a snapshot instead.
+    FallBack,
+    /// Trying again changes nothing until the operator acts on the message.
+    Manual,
+    /// The operator asked to stop.
+    Stop,
+}
+
 impl Error {
     /// A failed destination statement, with what walfill was doing.
     pub fn destination(context: impl Into<String>, source: tokio_postgres::Error) -> Self {
@@ -79,21 +110,73 @@ impl Error {
         }
     }
 
+    /// A failed source query, with what walfill was doing.
+    pub fn source_query(context: impl Into<String>, source: tokio_postgres::Error) -> Self {
+        Error::Source(SnapshotError::query(context, source))
+    }
+
+    /// What to do about this error.
+    pub fn directive(&self) -> Directive {
+        match self {
+            Error::Interrupted => Directive::Stop,
+            Error::History(_) => Directive::FallBack,
+            Error::Source(e) => match e.is_transient() {
+                true => Directive::Retry,
+                false => Directive::Manual,
+            },
+            Error::Destination { source, .. } => match transient(source) {
+                true => Directive::Retry,
+                false => Directive::Manual,
+            },
+            Error::Connect { .. } | Error::Busy(_) | Error::Archive(_) => Directive::Retry,
+            Error::Config(_)
+            | Error::Decode(_)
+            | Error::Problems(_)
+            | Error::Request(_)
+            | Error::SchemaChanged(_)
+            | Error::Lost(_)
+            | Error::Fenced(_)
+            | Error::Internal(_) => Directive::Manual,
+        }
+    }
+
     /// The process exit code for this error.
     ///
     /// - 2: the configuration or the request is wrong (fix it, then rerun);
-    /// - 3: checks found problems in the source or destination;
+    /// - 3: checks found problems in the source or destination, or the
+    ///   source changed so that a version must be rebuilt;
     /// - 4: another process holds the work;
     /// - 130: interrupted;
     /// - 1: anything else (often transient: rerunning resumes where it stopped).
     pub fn exit_code(&self) -> u8 {
         match self {
-            Error::Config(_) | Error::State(_) => 2,
-            Error::Problems(_) => 3,
+            Error::Config(_) | Error::Request(_) => 2,
+            Error::Problems(_) | Error::SchemaChanged(_) | Error::Lost(_) => 3,
             Error::Source(SnapshotError::Unusable { .. }) => 3,
-            Error::Busy(_) => 4,
+            Error::Busy(_) | Error::Fenced(_) => 4,
             Error::Interrupted => 130,
             _ => 1,
+        }
+    }
+
+    /// The message with every cause under it.
+    pub fn describe(&self) -> String {
+        error_chain(self)
+    }
+}
+
+/// Whether a destination error may go away by itself: the connection broke,
+/// or the server asked to retry (serialization, deadlock, shutdown, lack of
+/// resources).
+fn transient(e: &tokio_postgres::Error) -> bool {
+    if e.is_closed() {
+        return true;
+    }
+    match e.code() {
+        None => true,
+        Some(code) => {
+            let class = &code.code()[..2];
+            matches!(class, "08" | "40" | "53" | "57")
         }
     }
 }

@@ -5,8 +5,10 @@
 //! snapshot at a recorded boundary LSN), kept in step with the live logical
 //! stream, and published by an atomic view swap. Data flows one way:
 //!
-//! history source → change stream → transform → [`apply`] (versioned upsert
-//! into the staging table) → [`swap`].
+//! history source ([`source`]: a snapshot copy, a base snapshot, WAL
+//! replay, the live stream) → batches → [`apply`] (the transform, a
+//! versioned upsert into the version's table, the cursor recorded in the
+//! same transaction) → [`swap`].
 //!
 //! Every row change carries the version `(commit LSN, position in its
 //! transaction)`; snapshot rows carry `(boundary, 0)`. The apply lets only a
@@ -22,6 +24,7 @@ pub mod config;
 pub mod db;
 pub mod decode;
 pub mod error;
+pub mod failpoint;
 pub mod job;
 pub mod journal;
 pub mod plan;
@@ -29,6 +32,7 @@ pub mod planner;
 pub mod progress;
 pub mod retire;
 pub mod setup;
+pub mod source;
 pub mod state;
 pub mod status;
 pub mod swap;

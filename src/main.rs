@@ -18,7 +18,7 @@ fn main() -> ExitCode {
     match try_main(cli) {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
-            eprintln!("error: {e}");
+            eprintln!("error: {}", e.describe());
             ExitCode::from(e.exit_code())
         }
     }
@@ -46,7 +46,7 @@ fn try_main(cli: Cli) -> Result<u8> {
         .enable_all()
         .thread_name("walfill")
         .build()
-        .map_err(|e| Error::State(format!("cannot start the async runtime: {e}")))?;
+        .map_err(|e| Error::Internal(format!("cannot start the async runtime: {e}")))?;
     runtime.block_on(run(cli.command, config))
 }
 
@@ -58,7 +58,7 @@ async fn run(command: Command, config: Option<Config>) -> Result<u8> {
         let client = db::connect(&url, db::Role::Source).await?;
         let snapshot = walfill::catalog::load(&client).await?.snapshot();
         let text = serde_json::to_string_pretty(&snapshot)
-            .map_err(|e| Error::State(format!("cannot print the catalog: {e}")))?;
+            .map_err(|e| Error::Internal(format!("cannot print the catalog: {e}")))?;
         println!("{text}");
         return Ok(0);
     }
@@ -78,7 +78,7 @@ async fn run(command: Command, config: Option<Config>) -> Result<u8> {
         let archive = archive
             .or_else(|| config.as_ref().and_then(|c| c.archive.clone()))
             .ok_or_else(|| {
-                Error::State(
+                Error::Request(
                     "no archive: give --archive URL or [archive] url in the configuration".into(),
                 )
             })?;
@@ -101,7 +101,7 @@ async fn run(command: Command, config: Option<Config>) -> Result<u8> {
         };
         return decode::decode(args).await;
     }
-    let config = config.ok_or_else(|| Error::State("no configuration".into()))?;
+    let config = config.ok_or_else(|| Error::Internal("no configuration".into()))?;
     match command {
         Command::Setup => setup::setup(&config).await?,
         Command::Teardown => {
@@ -117,22 +117,20 @@ async fn run(command: Command, config: Option<Config>) -> Result<u8> {
             let options = job::BackfillOptions { no_swap, path };
             Box::pin(job::backfill(&config, &target, &options, &cancel)).await?
         }
-        Command::Plan { target, json } => planner::plan(&config, &target, json).await?,
+        Command::Plan { target, json } => planner::plan(&config, &target, json, &cancel).await?,
         Command::Status { json } => status::status(&config, json).await?,
         Command::Swap { target, version } => {
             config.target(&target)?;
             let mut dest = db::connect(&config.destination, db::Role::Destination).await?;
             state::require(&dest).await?;
-            let timeout = config.backfill.swap_lock_timeout_ms;
-            swap::swap(&mut dest, &target, &version, timeout).await?;
+            swap::swap(&config, &mut dest, &target, &version, &cancel).await?;
             println!("{target} now shows version {version}");
         }
         Command::Rollback { target } => {
             config.target(&target)?;
             let mut dest = db::connect(&config.destination, db::Role::Destination).await?;
             state::require(&dest).await?;
-            let timeout = config.backfill.swap_lock_timeout_ms;
-            let version = swap::rollback(&mut dest, &target, timeout).await?;
+            let version = swap::rollback(&config, &mut dest, &target, &cancel).await?;
             println!("{target} now shows version {version} again");
         }
         Command::Sync { targets, once } => {
@@ -170,11 +168,11 @@ async fn run(command: Command, config: Option<Config>) -> Result<u8> {
 fn source_url(given: Option<&str>, config: Option<&Config>) -> Result<PgUrl> {
     match given {
         Some(url) => {
-            PgUrl::parse(url, "--source").map_err(|m| Error::State(format!("--source: {m}")))
+            PgUrl::parse(url, "--source").map_err(|m| Error::Request(format!("--source: {m}")))
         }
         None => config
             .map(|c| c.source.clone())
-            .ok_or_else(|| Error::State("no source: give --source URL".into())),
+            .ok_or_else(|| Error::Request("no source: give --source URL".into())),
     }
 }
 

@@ -1,78 +1,82 @@
 //! `walfill retire`: drop a version that readers no longer need: its slot
-//! (so the source stops keeping WAL for it) and its staging table.
+//! (so the source stops keeping WAL for it) and its table.
+//!
+//! The version is recorded as retired first; a running `sync` sees that
+//! within seconds and lets go of it, and only then are its slot and table
+//! dropped. A retire interrupted in between finishes when run again.
 
-use walfill_snapshot::sql::quote_ident;
-use walfill_snapshot::SnapshotError;
+use std::time::Duration;
 
 use crate::config::Config;
 use crate::db::{self, Role};
 use crate::error::{Error, Result};
-use crate::state::{self, Phase, VersionState};
+use crate::job::{drop_slot_when_free, slot_exists};
+use crate::state::{self, lock, Phase, VersionState};
+
+/// How long retire waits for a running sync to let go of the version.
+const LET_GO_WAIT: Duration = Duration::from_secs(60);
 
 /// Retires `version` of `target`; the active version cannot be retired.
 pub async fn retire(config: &Config, target: &str, version: &str) -> Result<()> {
     let source = db::connect(&config.source, Role::Source).await?;
     let mut dest = db::connect(&config.destination, Role::Destination).await?;
     state::require(&dest).await?;
-    let lock = format!("version:{target}:{version}");
-    if !state::try_lock(&dest, &lock).await? {
-        return Err(Error::Busy(format!(
-            "another walfill process is working on version {version} of {target}; stop it first"
-        )));
-    }
     let v = VersionState::load(&dest, target, version)
         .await?
-        .ok_or_else(|| Error::State(format!("target {target} has no version {version}")))?;
-    if v.phase == Phase::Active {
-        return Err(Error::State(format!(
+        .ok_or_else(|| Error::Request(format!("target {target} has no version {version}")))?;
+    let current = state::target_state(&dest, target).await?;
+    if v.phase == Phase::Active || current.active.as_deref() == Some(version) {
+        return Err(Error::Request(format!(
             "version {version} of {target} is active; swap another version in first"
         )));
     }
-    if v.phase == Phase::Retired {
-        println!("version {version} of {target} is already retired");
-        return Ok(());
-    }
-    source
-        .execute(
-            "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots
-              WHERE slot_name = $1",
-            &[&v.slot_name],
+    let already = v.phase == Phase::Retired;
+    if !already {
+        let tx = dest
+            .transaction()
+            .await
+            .map_err(|e| Error::destination("starting the retirement", e))?;
+        tx.execute(
+            "UPDATE walfill.versions SET phase = 'retired', updated_at = now()
+              WHERE target = $1 AND version = $2",
+            &[&target, &version],
         )
         .await
-        .map_err(|e| SnapshotError::query(format!("dropping slot {}", v.slot_name), e))?;
-    let tx = dest
-        .transaction()
+        .map_err(|e| Error::destination("recording the retirement", e))?;
+        tx.execute(
+            "UPDATE walfill.targets SET previous_version = NULL
+              WHERE target = $1 AND previous_version = $2",
+            &[&target, &version],
+        )
         .await
-        .map_err(|e| Error::destination("starting the retirement", e))?;
-    let table = format!(
-        "{}.{}",
-        quote_ident(&v.dest_schema),
-        quote_ident(&v.table_name)
-    );
-    tx.batch_execute(&format!("DROP TABLE IF EXISTS {table}"))
+        .map_err(|e| Error::destination("recording the retirement", e))?;
+        state::record_event(&tx, target, Some(version), "retire", serde_json::json!({})).await?;
+        tx.commit()
+            .await
+            .map_err(|e| Error::destination("committing the retirement", e))?;
+    }
+    // A process still working on it (a sync) lets go once it sees it retired.
+    let what = format!("version {version} of {target}");
+    lock::acquire(
+        &dest,
+        &format!("version:{target}:{version}"),
+        &what,
+        LET_GO_WAIT,
+    )
+    .await?;
+    let had_slot = slot_exists(&source, &v.slot_name).await?;
+    drop_slot_when_free(&source, &v.slot_name, LET_GO_WAIT).await?;
+    let table = v.staging_table();
+    dest.batch_execute(&format!("DROP TABLE IF EXISTS {table}"))
         .await
         .map_err(|e| Error::destination(format!("dropping {table}"), e))?;
-    tx.execute(
-        "UPDATE walfill.versions SET phase = 'retired', updated_at = now()
-          WHERE target = $1 AND version = $2",
-        &[&target, &version],
-    )
-    .await
-    .map_err(|e| Error::destination("recording the retirement", e))?;
-    tx.execute(
-        "UPDATE walfill.targets SET previous_version = NULL
-          WHERE target = $1 AND previous_version = $2",
-        &[&target, &version],
-    )
-    .await
-    .map_err(|e| Error::destination("recording the retirement", e))?;
-    state::record_event(&tx, target, Some(version), "retire", serde_json::json!({})).await?;
-    tx.commit()
-        .await
-        .map_err(|e| Error::destination("committing the retirement", e))?;
-    println!(
-        "retired version {version} of {target}: slot {} and table {table} dropped",
-        v.slot_name
-    );
+    if already && !had_slot {
+        println!("version {version} of {target} is retired (its table {table} is gone)");
+    } else {
+        println!(
+            "retired version {version} of {target}: slot {} and table {table} dropped",
+            v.slot_name
+        );
+    }
     Ok(())
 }

@@ -5,8 +5,8 @@
 //! with its fix; a failed setup changes nothing.
 
 use tokio_postgres::Client;
-use walfill_snapshot::sql::quote_ident;
-use walfill_snapshot::{SnapshotError, SourceTable};
+use walfill_core::sql::quote_ident;
+use walfill_snapshot::SnapshotError;
 
 use crate::config::Config;
 use crate::db::{self, Role};
@@ -42,16 +42,20 @@ pub async fn setup(config: &Config) -> Result<()> {
     .await?
     .is_empty();
     let mut to_publish = Vec::new();
+    let mut warnings = Vec::new();
     for target in &config.targets {
-        let table = match SourceTable::describe(&source, &target.source.schema, &target.source.name)
-            .await
-        {
+        let def = Definition::from_config(target);
+        let table = match plan::describe(&source, &def).await {
             Ok(t) => t,
-            Err(e @ SnapshotError::Unusable { .. }) => {
+            Err(Error::Source(e @ SnapshotError::Unusable { .. })) => {
                 problems.push(format!("target {}: {e}", target.name));
                 continue;
             }
-            Err(e) => return Err(e.into()),
+            Err(Error::Problems(p)) => {
+                problems.extend(p);
+                continue;
+            }
+            Err(e) => return Err(e),
         };
         let quoted = table.quoted();
         let row = source
@@ -73,6 +77,16 @@ pub async fn setup(config: &Config) -> Result<()> {
         let is_published = published
             .iter()
             .any(|(s, n)| *s == table.schema && *n == table.name);
+        if publication_exists {
+            // Everything but a missing table, which setup adds itself.
+            problems.extend(
+                crate::job::publication_problems(&source, publication, table.oid)
+                    .await?
+                    .into_iter()
+                    .filter(|p| !p.contains("does not include"))
+                    .map(|p| format!("target {}: {p}", target.name)),
+            );
+        }
         if !is_published {
             if !row.get::<_, bool>(1) {
                 problems.push(format!(
@@ -86,12 +100,9 @@ pub async fn setup(config: &Config) -> Result<()> {
                 to_publish.push(quoted);
             }
         }
-        match plan::build(&source, &dest, &Definition::from_config(target)).await {
-            Ok(_) => {}
+        match plan::build(&dest, &def, table).await {
+            Ok(plan) => warnings.extend(plan.warnings),
             Err(Error::Problems(p)) => problems.extend(p),
-            Err(Error::Source(e @ SnapshotError::Unusable { .. })) => {
-                problems.push(format!("target {}: {e}", target.name))
-            }
             Err(e) => return Err(e),
         }
     }
@@ -135,6 +146,9 @@ pub async fn setup(config: &Config) -> Result<()> {
     let install_journal = config.archive.is_some() && !journal::check(&source).await?.is_empty();
     if install_journal {
         problems.extend(journal::preflight(&source).await?);
+    }
+    for warning in &warnings {
+        tracing::warn!("{warning}");
     }
     if !problems.is_empty() {
         return Err(Error::Problems(problems));
@@ -200,7 +214,7 @@ async fn query(
     client
         .query(sql, params)
         .await
-        .map_err(|e| SnapshotError::query(context.to_string(), e).into())
+        .map_err(|e| Error::source_query(context.to_string(), e))
 }
 
 /// Server-wide requirements: logical WAL, slots and senders, the REPLICATION

@@ -9,25 +9,196 @@
 use std::time::Duration;
 
 use tokio_postgres::Client;
-use walfill_snapshot::sql::{describe_pg_error, ident_list, quote_ident, quote_literal};
+use tokio_util::sync::CancellationToken;
+use walfill_core::sql::{describe_pg_error, ident_list, quote_ident, quote_literal};
 
+use crate::config::Config;
+use crate::db::{self, Role};
 use crate::error::{Error, Result};
-use crate::state::{self, Phase, VersionState};
+use crate::failpoint;
+use crate::job::{catch_up, current_wal_lsn, slot_health, Context, Follower, SlotHealth};
+use crate::plan::{self, Definition};
+use crate::state::{self, lock, Phase, VersionState};
 
 /// Attempts before a swap blocked by long-running readers gives up.
 const LOCK_ATTEMPTS: u32 = 12;
 
-/// Makes `version` of `target` the one its view shows.
+/// How long a swap waits for another process (a running `sync`) to bring a
+/// version it applies close enough to the source.
+const LAG_WAIT: Duration = Duration::from_secs(60);
+
+/// Makes `version` of `target` the one its view shows, once it is caught up
+/// with the source (within `swap_max_lag_bytes`) and has lost nothing.
+/// `dest` may be a session that already holds the version (a backfill's).
 pub async fn swap(
+    config: &Config,
+    dest: &mut Client,
+    target: &str,
+    version: &str,
+    cancel: &CancellationToken,
+) -> Result<()> {
+    ready_to_publish(config, dest, target, version, cancel).await?;
+    publish(
+        dest,
+        target,
+        version,
+        config.backfill.swap_lock_timeout_ms,
+        "swap",
+    )
+    .await
+}
+
+/// Goes back to the previous version of `target` (caught up first, like a
+/// swap); returns its name.
+pub async fn rollback(
+    config: &Config,
+    dest: &mut Client,
+    target: &str,
+    cancel: &CancellationToken,
+) -> Result<String> {
+    let current = state::target_state(&*dest, target).await?;
+    let previous = current.previous.ok_or_else(|| {
+        Error::Request(format!(
+            "target {target} has no previous version to roll back to"
+        ))
+    })?;
+    ready_to_publish(config, dest, target, &previous, cancel).await?;
+    publish(
+        dest,
+        target,
+        &previous,
+        config.backfill.swap_lock_timeout_ms,
+        "rollback",
+    )
+    .await?;
+    Ok(previous)
+}
+
+/// Checks that `version` can be published, catching it up first when it is
+/// too far behind the source.
+async fn ready_to_publish(
+    config: &Config,
+    dest: &mut Client,
+    target: &str,
+    version: &str,
+    cancel: &CancellationToken,
+) -> Result<()> {
+    let mut v = VersionState::load(&*dest, target, version)
+        .await?
+        .ok_or_else(|| Error::Request(format!("target {target} has no version {version}")))?;
+    if !v.phase.is_live() {
+        return Err(Error::Request(format!(
+            "version {version} of {target} is {}; only a caught-up version can be swapped in \
+             (run `walfill backfill {target}` to finish it)",
+            v.phase
+        )));
+    }
+    let source = db::connect(&config.source, Role::Source).await?;
+    let lost = match slot_health(&source, &v.slot_name).await? {
+        SlotHealth::Kept => v.lost.clone(),
+        SlotHealth::Missing => Some(format!("its replication slot {} is gone", v.slot_name)),
+        SlotHealth::Invalidated => Some(format!(
+            "the source removed WAL its replication slot {} still needed",
+            v.slot_name
+        )),
+    };
+    if let Some(reason) = lost {
+        if v.lost.is_none() {
+            v.mark_lost(dest, &reason).await?;
+        }
+        return Err(Error::Lost(format!(
+            "version {version} of {target} cannot be published: {reason}, so it misses changes \
+             made since; rebuild it with `walfill backfill {target}` (with version = \
+             \"{version}\" configured), or configure a new version"
+        )));
+    }
+    let max_lag = config.backfill.swap_max_lag_bytes;
+    let lag = |applied: Option<walfill_core::Lsn>, now: walfill_core::Lsn| {
+        now.checked_sub(applied.unwrap_or_default()).unwrap_or(0)
+    };
+    let now = current_wal_lsn(&source).await?;
+    if lag(v.applied_lsn, now) <= max_lag {
+        return Ok(());
+    }
+    tracing::info!(
+        target,
+        version,
+        behind_bytes = lag(v.applied_lsn, now),
+        "the version is behind the source; catching it up before publishing it"
+    );
+    let name = format!("version:{target}:{version}");
+    let what = format!("version {version} of {target}");
+    match lock::acquire(dest, &name, &what, Duration::from_secs(5)).await {
+        Ok(()) => {
+            let caught = catch_up_version(config, &source, dest, &mut v, cancel).await;
+            lock::release(dest, &name).await?;
+            caught
+        }
+        Err(Error::Busy(_)) => {
+            // Another process (a running sync) applies it: wait for it.
+            let started = std::time::Instant::now();
+            loop {
+                let v = VersionState::load(&*dest, target, version)
+                    .await?
+                    .ok_or_else(|| Error::Request(format!("version {version} vanished")))?;
+                let behind = lag(v.applied_lsn, current_wal_lsn(&source).await?);
+                if behind <= max_lag {
+                    return Ok(());
+                }
+                if started.elapsed() > LAG_WAIT {
+                    return Err(Error::Busy(format!(
+                        "version {version} of {target} is {behind} bytes behind the source \
+                         (more than swap_max_lag_bytes = {max_lag}) and another walfill \
+                         process is applying it; try again when it has caught up"
+                    )));
+                }
+                tokio::select! {
+                    _ = cancel.cancelled() => return Err(Error::Interrupted),
+                    _ = tokio::time::sleep(Duration::from_millis(500)) => {}
+                }
+            }
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Applies the stream to a version until it is within the swap lag.
+async fn catch_up_version(
+    config: &Config,
+    source: &Client,
+    dest: &mut Client,
+    v: &mut VersionState,
+    cancel: &CancellationToken,
+) -> Result<()> {
+    v.take_lease(&*dest).await?;
+    let def = Definition::from_state(v);
+    let table = v
+        .source_desc
+        .clone()
+        .ok_or_else(|| Error::Internal("the version has no source description".into()))?;
+    let plan = plan::build(dest, &def, table).await?;
+    let catalog = db::connect(&config.source, Role::Source).await?;
+    let cx = Context {
+        config,
+        source,
+        cancel,
+    };
+    let mut follower = Follower::open(&cx, catalog, v, &plan, None, None).await?;
+    catch_up(&cx, dest, v, &mut follower).await
+}
+
+/// Replaces the view, retrying while long-running readers hold it.
+async fn publish(
     dest: &mut Client,
     target: &str,
     version: &str,
     lock_timeout_ms: u64,
+    kind: &str,
 ) -> Result<()> {
     let mut attempt = 0;
     loop {
         attempt += 1;
-        match try_swap(dest, target, version, lock_timeout_ms, "swap").await {
+        match try_swap(dest, target, version, lock_timeout_ms, kind).await {
             Err(Error::Destination { source, .. })
                 if attempt < LOCK_ATTEMPTS
                     && source.code()
@@ -41,30 +212,6 @@ pub async fn swap(
                 tokio::time::sleep(Duration::from_millis(200 * u64::from(attempt))).await;
             }
             other => return other,
-        }
-    }
-}
-
-/// Goes back to the previous version of `target`.
-pub async fn rollback(dest: &mut Client, target: &str, lock_timeout_ms: u64) -> Result<String> {
-    let current = state::target_state(&*dest, target).await?;
-    let previous = current.previous.ok_or_else(|| {
-        Error::State(format!(
-            "target {target} has no previous version to roll back to"
-        ))
-    })?;
-    let mut attempt = 0;
-    loop {
-        attempt += 1;
-        match try_swap(dest, target, &previous, lock_timeout_ms, "rollback").await {
-            Err(Error::Destination { source, .. })
-                if attempt < LOCK_ATTEMPTS
-                    && source.code()
-                        == Some(&tokio_postgres::error::SqlState::LOCK_NOT_AVAILABLE) =>
-            {
-                tokio::time::sleep(Duration::from_millis(200 * u64::from(attempt))).await;
-            }
-            other => return other.map(|()| previous),
         }
     }
 }
@@ -86,13 +233,18 @@ async fn try_swap(
         .map_err(failed("setting the swap's lock timeout"))?;
     let v = VersionState::load(&tx, target, version)
         .await?
-        .ok_or_else(|| Error::State(format!("target {target} has no version {version}")))?;
+        .ok_or_else(|| Error::Request(format!("target {target} has no version {version}")))?;
     match v.phase {
-        Phase::Ready | Phase::Active | Phase::Previous => {}
+        Phase::Ready | Phase::Active | Phase::Previous if v.lost.is_none() => {}
         phase => {
-            return Err(Error::State(format!(
-                "version {version} of {target} is {phase}; only a caught-up version can be \
-                 swapped in (run `walfill backfill {target}` to finish it)"
+            return Err(Error::Request(format!(
+                "version {version} of {target} is {phase}{}; only a caught-up version can be \
+                 swapped in (run `walfill backfill {target}` to finish it)",
+                if v.lost.is_some() {
+                    " and lost changes"
+                } else {
+                    ""
+                }
             )))
         }
     }
@@ -150,7 +302,7 @@ async fn try_swap(
         .map(|r| (r.get(0), r.get(1)));
     if let Some((kind, _)) = &existing {
         if kind != "v" {
-            return Err(Error::State(format!(
+            return Err(Error::Request(format!(
                 "{}.{target} exists and is not a view; walfill publishes versions through a \
                  view of that name: rename or drop it",
                 v.dest_schema
@@ -239,7 +391,9 @@ async fn try_swap(
         serde_json::json!({ "from": current, "to": version }),
     )
     .await?;
+    failpoint::hit("swap.before_commit");
     tx.commit().await.map_err(failed("committing the swap"))?;
+    failpoint::hit("swap.end");
     tracing::info!(target, version, from = ?current, "view now shows version");
     Ok(())
 }

@@ -7,10 +7,10 @@ use std::sync::Arc;
 
 use proptest::prelude::*;
 use tokio_postgres::{Client, NoTls};
-use walfill::apply::Applier;
+use walfill::apply::{Batch, Era, Fold, Folder, Store, Writes};
 use walfill::config::QualifiedName;
 use walfill::plan::{self, Definition, Plan};
-use walfill_replay::{Column, Datum, Lsn, Relation, RowChange, Transaction, Version};
+use walfill_core::{Column, Datum, Lsn, Relation, RowChange, Transaction, TxnVersions, Version};
 use walfill_snapshot::KeysetChunk;
 
 use crate::support::TestDb;
@@ -51,7 +51,8 @@ async fn fixture(db: &TestDb) -> Fixture {
         select: "id, v".into(),
         filter: Some("v <> 'hidden'".into()),
     };
-    let plan = plan::build(&source, &dest, &def).await.unwrap();
+    let table = plan::describe(&source, &def).await.unwrap();
+    let plan = plan::build(&dest, &def, table).await.unwrap();
     dest.batch_execute(&plan.staging_ddl()).await.unwrap();
     let relation = Arc::new(Relation {
         oid: plan.source.oid,
@@ -59,6 +60,7 @@ async fn fixture(db: &TestDb) -> Fixture {
         name: "t".into(),
         columns: vec![
             Column {
+                attnum: 1,
                 name: "id".into(),
                 type_oid: 23,
                 type_modifier: -1,
@@ -66,6 +68,7 @@ async fn fixture(db: &TestDb) -> Fixture {
                 is_key: true,
             },
             Column {
+                attnum: 2,
                 name: "v".into(),
                 type_oid: 25,
                 type_modifier: -1,
@@ -102,13 +105,41 @@ fn txn(lsn: u64, changes: Vec<RowChange>) -> Transaction {
 }
 
 impl Fixture {
-    async fn apply(&mut self, applier: &mut Applier, batch: &[Transaction], mark: Option<Version>) {
+    /// Applies whole transactions as one batch, the way every history
+    /// source hands them to the store: versioned, folded, the newest
+    /// TRUNCATE beside. Returns that TRUNCATE.
+    async fn apply(
+        &mut self,
+        store: &Store,
+        batch: &[Transaction],
+        mark: Option<Version>,
+    ) -> Option<Version> {
+        let mut folder = Folder::new(store.plan().clone(), Era::Present);
+        let mut fold = Fold::default();
+        let mut truncate = None;
+        for txn in batch {
+            for (version, change) in TxnVersions::of_transaction(store.plan().source.oid, txn) {
+                match change {
+                    RowChange::Truncate { .. } => truncate = truncate.max(Some(version)),
+                    _ => {
+                        folder.fold(&mut fold, version, change).unwrap();
+                    }
+                }
+            }
+        }
         let tx = self.dest.transaction().await.unwrap();
-        applier.apply(&tx, batch, mark).await.unwrap();
+        let mut batch = Batch {
+            writes: Writes::Folded(fold),
+            truncate,
+            changes: 0,
+            cursor: None,
+        };
+        store.store(&tx, &mut batch, mark).await.unwrap();
         tx.commit().await.unwrap();
+        truncate
     }
 
-    async fn load_snapshot(&mut self, applier: &Applier, boundary: Lsn, mark: Option<Version>) {
+    async fn load_snapshot(&mut self, store: &Store, boundary: Lsn, mark: Option<Version>) {
         let stx = self
             .source
             .build_transaction()
@@ -118,15 +149,23 @@ impl Fixture {
             .unwrap();
         let mut cursor: Option<Vec<String>> = None;
         loop {
-            let chunk = KeysetChunk::new(&applier.plan().source, cursor.as_deref(), 7);
+            let chunk = KeysetChunk::new(&store.plan().source, cursor.as_deref(), 7);
             let data = chunk.read(&stx).await.unwrap();
+            let last = data.read.last_key.clone();
             let tx = self.dest.transaction().await.unwrap();
-            applier
-                .load_chunk(&tx, &chunk, &data, boundary, mark)
-                .await
-                .unwrap();
+            let mut batch = Batch {
+                writes: Writes::Chunk {
+                    data,
+                    version: Version::snapshot(boundary),
+                    after: cursor.clone(),
+                },
+                truncate: None,
+                changes: 0,
+                cursor: None,
+            };
+            store.store(&tx, &mut batch, mark).await.unwrap();
             tx.commit().await.unwrap();
-            match data.read.last_key {
+            match last {
                 Some(k) => cursor = Some(k),
                 None => break,
             }
@@ -171,7 +210,7 @@ fn stale_snapshot_rows_lose_to_newer_changes() {
     db.exec("CREATE TABLE t (id int PRIMARY KEY, v text); INSERT INTO t SELECT g, 'orig' FROM generate_series(1, 30) g;");
     runtime().block_on(async {
         let mut f = fixture(&db).await;
-        let mut applier = Applier::new(f.plan.clone());
+        let store = Store::new(f.plan.clone());
         let rel = f.relation.clone();
         // The stream, after a boundary at 0/1000: delete 5, update 6, hide 7.
         let stream = vec![
@@ -199,12 +238,12 @@ fn stale_snapshot_rows_lose_to_newer_changes() {
                 }],
             ),
         ];
-        f.apply(&mut applier, &stream, None).await;
+        f.apply(&store, &stream, None).await;
         let before: Vec<_> =
             futures_util::future::join_all((5..=7).map(|id| f.row_state(id))).await;
 
         // Now the stale snapshot (boundary 0/1000) arrives.
-        f.load_snapshot(&applier, Lsn(0x1000), None).await;
+        f.load_snapshot(&store, Lsn(0x1000), None).await;
         let visible = f.visible().await;
         assert!(
             !visible.contains_key(&5),
@@ -223,7 +262,7 @@ fn stale_snapshot_rows_lose_to_newer_changes() {
         );
 
         // Duplicate delivery of the stream costs nothing either.
-        f.apply(&mut applier, &stream, None).await;
+        f.apply(&store, &stream, None).await;
         let again: Vec<_> = futures_util::future::join_all((5..=7).map(|id| f.row_state(id))).await;
         assert_eq!(before, again, "a duplicate change was written or locked");
 
@@ -232,7 +271,7 @@ fn stale_snapshot_rows_lose_to_newer_changes() {
             .batch_execute("UPDATE t SET v = 'resnap' WHERE id = 6")
             .await
             .unwrap();
-        f.load_snapshot(&applier, Lsn(0x5000), None).await;
+        f.load_snapshot(&store, Lsn(0x5000), None).await;
         assert_eq!(
             f.visible().await.get(&6).map(String::as_str),
             Some("resnap")
@@ -374,16 +413,14 @@ fn any_interleaving_gives_the_same_result() {
             let mut keyed: Vec<(u32, Option<Vec<Transaction>>)> =
                 units.into_iter().enumerate().map(|(i, u)| (order[i % order.len()] ^ i as u32, u)).collect();
             keyed.sort_by_key(|(k, _)| *k);
-            let mut applier = Applier::new(f.plan.clone());
+            let store = Store::new(f.plan.clone());
             let mut mark: Option<Version> = None;
             for (_, unit) in keyed {
                 match unit {
-                    None => f.load_snapshot(&applier, Lsn(0x1000), mark).await,
+                    None => f.load_snapshot(&store, Lsn(0x1000), mark).await,
                     Some(batch) => {
-                        let tx = f.dest.transaction().await.unwrap();
-                        let outcome = applier.apply(&tx, &batch, mark).await.unwrap();
-                        tx.commit().await.unwrap();
-                        mark = mark.max(outcome.truncated);
+                        let truncated = f.apply(&store, &batch, mark).await;
+                        mark = mark.max(truncated);
                     }
                 }
             }

@@ -149,7 +149,7 @@ pub fn segment_size(db: &TestDb) -> u32 {
 
 /// The start of the segment holding `lsn`.
 pub fn segment_start(lsn: Lsn, size: u32) -> Lsn {
-    lsn.segment(u64::from(size)).start_lsn(u64::from(size))
+    SegmentNo::containing(lsn, u64::from(size)).start_lsn(u64::from(size))
 }
 
 /// A segment's file name on timeline 1 (the test cluster's).
@@ -199,7 +199,7 @@ pub fn assert_archive_holds(archive: &LocalArchive, db: &TestDb, from: Lsn, to: 
     let files = archive.files();
     let server = server_archive();
     let mut checked = 0;
-    let mut segno = from.segment(seg);
+    let mut segno = SegmentNo::containing(from, seg);
     while segno.start_lsn(seg).advance(seg) <= to {
         let name = segment_file(segno, size);
         assert!(
@@ -221,7 +221,7 @@ pub fn assert_archive_holds(archive: &LocalArchive, db: &TestDb, from: Lsn, to: 
         segno = segno.next();
     }
     let offset = to.segment_offset(seg) as usize;
-    if offset > 0 && to.segment(seg) == segno {
+    if offset > 0 && SegmentNo::containing(to, seg) == segno {
         let name = segment_file(segno, size);
         let (file, ours) = if files.contains(&format!("{name}.zst")) {
             (format!("{name}.zst"), archive.zst(&format!("{name}.zst")))
@@ -262,8 +262,8 @@ pub fn assert_slot_within_archive(
         return;
     }
     let files = archive.files();
-    let mut segno = start.segment(seg);
-    while segno < restart.segment(seg) {
+    let mut segno = SegmentNo::containing(start, seg);
+    while segno < SegmentNo::containing(restart, seg) {
         let name = segment_file(segno, size);
         assert!(
             files.contains(&format!("{name}.zst")),

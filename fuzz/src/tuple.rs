@@ -86,6 +86,7 @@ pub fn attr(desc: u8, attnum: i16) -> FuzzAttr {
             },
             dropped,
             missing: None,
+            generated: false,
         },
         ty: if dropped { None } else { ty },
     }

@@ -20,5 +20,5 @@ pub mod tuple;
 pub mod types;
 pub mod wal;
 
-pub use change::{Column, Datum, Relation, RowChange, Transaction, Version};
+pub use change::{Column, Datum, Relation, RowChange, Transaction, TxnVersions, Version};
 pub use lsn::{Lsn, ParseLsnError, SegmentName, SegmentNo, TimelineId};

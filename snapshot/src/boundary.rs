@@ -9,7 +9,7 @@
 //! that connection until the copy is done and the stream starts on it.
 
 use pg_walstream::{PgReplicationConnection, ReplicationSlotOptions, SlotType};
-use walfill_replay::Lsn;
+use walfill_core::Lsn;
 
 use crate::error::SnapshotError;
 
@@ -25,6 +25,35 @@ impl ReplicationConnection {
             SnapshotError::replication("connecting to the source for replication", e)
         })?;
         Ok(ReplicationConnection { inner })
+    }
+
+    /// `IDENTIFY_SYSTEM`: the cluster's system identifier and the server's
+    /// current timeline.
+    pub fn identify(&mut self) -> Result<(u64, u32), SnapshotError> {
+        let result = self
+            .inner
+            .identify_system()
+            .map_err(|e| SnapshotError::replication("identifying the source cluster", e))?;
+        let field = |col: i32| result.get_value(0, col).unwrap_or_default();
+        let system_id = field(0).parse().map_err(|_| {
+            SnapshotError::Protocol(format!("IDENTIFY_SYSTEM returned system id {:?}", field(0)))
+        })?;
+        let timeline = field(1).parse().map_err(|_| {
+            SnapshotError::Protocol(format!("IDENTIFY_SYSTEM returned timeline {:?}", field(1)))
+        })?;
+        Ok((system_id, timeline))
+    }
+
+    /// `TIMELINE_HISTORY timeline`: the content of that timeline's history
+    /// file (the timelines before it and where each ended).
+    pub fn timeline_history(&mut self, timeline: u32) -> Result<String, SnapshotError> {
+        let result = self
+            .inner
+            .exec(&format!("TIMELINE_HISTORY {timeline}"))
+            .map_err(|e| {
+                SnapshotError::replication(format!("reading the history of timeline {timeline}"), e)
+            })?;
+        Ok(result.get_value(0, 1).unwrap_or_default())
     }
 
     /// Drops a replication slot; a missing slot is not an error.

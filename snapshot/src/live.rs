@@ -3,9 +3,16 @@
 //! [`LiveStream`] reads the raw replication protocol so that nothing the
 //! server says is lost in translation: pgoutput's "unchanged TOAST" marker
 //! becomes [`Datum::Unchanged`] and relation messages keep their identity
-//! columns. The slot's confirmed position moves only when the consumer calls
-//! [`LiveStream::confirm`] after its own durable commit, so a crash at any
-//! moment replays from the last confirmed transaction.
+//! columns. Transactions arrive as events (begin, each change, commit), so
+//! a transaction of any size passes through in bounded memory; transactional
+//! logical messages (walfill's catalog journal) arrive among the changes, at
+//! their place. The slot's confirmed position moves only when the consumer
+//! calls [`LiveStream::confirm`] after its own durable commit, so a crash at
+//! any moment replays from the last confirmed transaction.
+//!
+//! pgoutput describes a relation by its OID, names and types, but not by
+//! attribute numbers: the [`Relation`]s here have `attnum` 0 until the
+//! consumer matches them to a description of the table.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -16,7 +23,7 @@ use pg_walstream::{
     parse_keepalive_message, CancellationToken, ColumnData, LogicalReplicationMessage,
     LogicalReplicationParser, TupleData,
 };
-use walfill_replay::{Column, Datum, Lsn, Relation, RowChange, Transaction};
+use walfill_core::{Column, Datum, Lsn, Relation, RowChange};
 
 use crate::boundary::ReplicationConnection;
 use crate::error::SnapshotError;
@@ -28,8 +35,22 @@ const STATUS_INTERVAL: Duration = Duration::from_secs(10);
 /// What the stream has to say next.
 #[derive(Debug)]
 pub enum StreamEvent {
-    /// A committed transaction (possibly with no changes to published tables).
-    Transaction(Transaction),
+    /// A committed transaction starts; its changes follow.
+    Begin {
+        /// Top-level xid.
+        xid: u32,
+        /// LSN of its commit record: the version of its changes.
+        commit_lsn: Lsn,
+    },
+    /// One change of the open transaction, in order.
+    Change(RowChange),
+    /// The open transaction ends.
+    Commit {
+        /// LSN of its commit record.
+        commit_lsn: Lsn,
+        /// LSN just past it: where a consumer resumes after it.
+        end_lsn: Lsn,
+    },
     /// Nothing arrived for a while; every transaction committed before
     /// `position` has been delivered.
     Idle {
@@ -44,7 +65,8 @@ pub struct LiveStream {
     slot: String,
     parser: LogicalReplicationParser,
     relations: HashMap<u32, Arc<Relation>>,
-    open: Option<Transaction>,
+    /// Commit LSN of the transaction being received.
+    open: Option<Lsn>,
     received: Lsn,
     confirmed: Lsn,
     last_status: Instant,
@@ -64,7 +86,11 @@ impl LiveStream {
             .start_replication(
                 slot,
                 from.0,
-                &[("proto_version", "1"), ("publication_names", &publications)],
+                &[
+                    ("proto_version", "1"),
+                    ("publication_names", &publications),
+                    ("messages", "true"),
+                ],
             )
             .map_err(|e| {
                 let text = e.to_string();
@@ -120,8 +146,8 @@ impl LiveStream {
             })
     }
 
-    /// Waits for the next committed transaction, or reports [`StreamEvent::Idle`]
-    /// when nothing arrives for `idle`.
+    /// Waits for the next event, or reports [`StreamEvent::Idle`] when
+    /// nothing arrives for `idle` between transactions.
     pub async fn next(&mut self, idle: Duration) -> Result<StreamEvent, SnapshotError> {
         loop {
             if self.last_status.elapsed() >= STATUS_INTERVAL {
@@ -159,8 +185,8 @@ impl LiveStream {
             };
             match message.first() {
                 Some(b'w') if message.len() >= 25 => {
-                    if let Some(txn) = self.handle_wal_data(message.slice(25..))? {
-                        return Ok(StreamEvent::Transaction(txn));
+                    if let Some(event) = self.handle_wal_data(message.slice(25..))? {
+                        return Ok(event);
                     }
                 }
                 Some(b'k') => {
@@ -184,41 +210,37 @@ impl LiveStream {
         }
     }
 
-    fn handle_wal_data(&mut self, payload: Bytes) -> Result<Option<Transaction>, SnapshotError> {
+    fn handle_wal_data(&mut self, payload: Bytes) -> Result<Option<StreamEvent>, SnapshotError> {
         let parsed = self
             .parser
             .parse_wal_message_bytes(payload)
             .map_err(|e| SnapshotError::replication("decoding a pgoutput message", e))?;
-        match parsed.message {
-            LogicalReplicationMessage::Begin {
-                final_lsn,
-                timestamp,
-                xid,
-            } => {
-                self.open = Some(Transaction {
+        let change = match parsed.message {
+            LogicalReplicationMessage::Begin { final_lsn, xid, .. } => {
+                self.open = Some(Lsn(final_lsn));
+                return Ok(Some(StreamEvent::Begin {
                     xid,
                     commit_lsn: Lsn(final_lsn),
-                    end_lsn: Lsn::INVALID,
-                    commit_time: timestamp,
-                    changes: Vec::new(),
-                });
+                }));
             }
             LogicalReplicationMessage::Commit {
                 commit_lsn,
                 end_lsn,
-                timestamp,
                 ..
             } => {
-                let mut txn = self.open.take().ok_or_else(|| {
-                    SnapshotError::Protocol(format!("commit at {} without begin", Lsn(commit_lsn)))
-                })?;
-                txn.commit_lsn = Lsn(commit_lsn);
-                txn.end_lsn = Lsn(end_lsn);
-                txn.commit_time = timestamp;
-                if txn.end_lsn > self.received {
-                    self.received = txn.end_lsn;
+                if self.open.take().is_none() {
+                    return Err(SnapshotError::Protocol(format!(
+                        "commit at {} without begin",
+                        Lsn(commit_lsn)
+                    )));
                 }
-                return Ok(Some(txn));
+                if Lsn(end_lsn) > self.received {
+                    self.received = Lsn(end_lsn);
+                }
+                return Ok(Some(StreamEvent::Commit {
+                    commit_lsn: Lsn(commit_lsn),
+                    end_lsn: Lsn(end_lsn),
+                }));
             }
             LogicalReplicationMessage::Relation {
                 relation_id,
@@ -234,6 +256,7 @@ impl LiveStream {
                     columns: columns
                         .iter()
                         .map(|c| Column {
+                            attnum: 0,
                             name: c.name.to_string(),
                             type_oid: c.type_id,
                             type_modifier: c.type_modifier,
@@ -244,11 +267,12 @@ impl LiveStream {
                     full_identity: replica_identity == b'f',
                 };
                 self.relations.insert(relation_id, Arc::new(relation));
+                return Ok(None);
             }
             LogicalReplicationMessage::Insert { relation_id, tuple } => {
                 let relation = self.relation(relation_id)?;
                 let new = datums(tuple, &relation)?;
-                self.push(RowChange::Insert { relation, new })?;
+                RowChange::Insert { relation, new }
             }
             LogicalReplicationMessage::Update {
                 relation_id,
@@ -259,7 +283,7 @@ impl LiveStream {
                 let relation = self.relation(relation_id)?;
                 let old = old_tuple.map(|t| datums(t, &relation)).transpose()?;
                 let new = datums(new_tuple, &relation)?;
-                self.push(RowChange::Update { relation, old, new })?;
+                RowChange::Update { relation, old, new }
             }
             LogicalReplicationMessage::Delete {
                 relation_id,
@@ -268,7 +292,7 @@ impl LiveStream {
             } => {
                 let relation = self.relation(relation_id)?;
                 let old = datums(old_tuple, &relation)?;
-                self.push(RowChange::Delete { relation, old })?;
+                RowChange::Delete { relation, old }
             }
             LogicalReplicationMessage::Truncate {
                 relation_ids,
@@ -278,31 +302,38 @@ impl LiveStream {
                     .into_iter()
                     .map(|id| self.relation(id))
                     .collect::<Result<Vec<_>, _>>()?;
-                self.push(RowChange::Truncate {
+                RowChange::Truncate {
                     relations,
                     cascade: flags & 1 != 0,
                     restart_seqs: flags & 2 != 0,
-                })?;
+                }
             }
-            // Type, origin and message records carry nothing to apply.
-            _ => {}
+            // Transactional messages are part of their transaction (the
+            // catalog journal's among them); others carry nothing to apply.
+            LogicalReplicationMessage::Message {
+                flags,
+                prefix,
+                content,
+                ..
+            } if flags & 1 != 0 => RowChange::Message {
+                prefix,
+                content: content.to_vec(),
+            },
+            // Type, origin and other messages carry nothing to apply.
+            _ => return Ok(None),
+        };
+        if self.open.is_none() {
+            return Err(SnapshotError::Protocol(
+                "row change outside a transaction".into(),
+            ));
         }
-        Ok(None)
+        Ok(Some(StreamEvent::Change(change)))
     }
 
     fn relation(&self, id: u32) -> Result<Arc<Relation>, SnapshotError> {
         self.relations.get(&id).cloned().ok_or_else(|| {
             SnapshotError::Protocol(format!("change for relation {id} before its description"))
         })
-    }
-
-    fn push(&mut self, change: RowChange) -> Result<(), SnapshotError> {
-        let txn = self
-            .open
-            .as_mut()
-            .ok_or_else(|| SnapshotError::Protocol("row change outside a transaction".into()))?;
-        txn.changes.push(change);
-        Ok(())
     }
 }
 

@@ -1,12 +1,13 @@
 //! What walfill needs to know about a source table, read from its catalog.
 
+use serde::{Deserialize, Serialize};
 use tokio_postgres::GenericClient;
 
 use crate::error::SnapshotError;
-use crate::sql::quote_ident;
+use crate::sql::quote_qualified;
 
 /// A column of the source table.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TableColumn {
     /// Attribute number.
     pub attnum: i16,
@@ -27,14 +28,18 @@ pub struct TableColumn {
 
 impl TableColumn {
     /// Whether values can be stored out of line, and so arrive from logical
-    /// decoding as "unchanged TOAST" when an update leaves them alone.
+    /// decoding as "unchanged TOAST" when an update leaves them alone. That
+    /// depends on the type (a varlena), not on the column's current storage:
+    /// `SET STORAGE PLAIN` leaves the values already stored out of line where
+    /// they are.
     pub fn toastable(&self) -> bool {
-        self.len == -1 && self.storage != 'p'
+        self.len == -1
     }
 }
 
 /// `pg_class.relreplident`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum ReplicaIdentity {
     /// `d`: the primary key.
     Default,
@@ -47,7 +52,7 @@ pub enum ReplicaIdentity {
 }
 
 /// A source table as walfill sees it.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SourceTable {
     /// Schema.
     pub schema: String,
@@ -67,29 +72,57 @@ pub struct SourceTable {
 }
 
 impl SourceTable {
-    /// Reads the table's catalog entries. Errors name the table and, for a
-    /// table walfill cannot use, the statement that fixes it.
+    /// Reads the catalog entries of table `schema.name`. Errors name the
+    /// table and, for a table walfill cannot use, the statement that fixes it.
     pub async fn describe(
         client: &impl GenericClient,
         schema: &str,
         name: &str,
     ) -> Result<SourceTable, SnapshotError> {
-        let qualified = format!("{schema}.{name}");
-        let row = client
+        let oid: Option<u32> = client
             .query_opt(
-                "SELECT c.oid, c.relkind::text, c.relreplident::text, c.reltuples::float8,
-                        c.relpersistence::text
-                   FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+                "SELECT c.oid FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
                   WHERE n.nspname = $1 AND c.relname = $2",
                 &[&schema, &name],
             )
             .await
+            .map_err(|e| SnapshotError::query("looking up the source table", e))?
+            .map(|r| r.get(0));
+        let oid = oid.ok_or_else(|| SnapshotError::Unusable {
+            table: format!("{schema}.{name}"),
+            problem: "does not exist in the source database".into(),
+            fix: "check `source` in the target's configuration (schema.table)".into(),
+        })?;
+        SourceTable::describe_oid(client, oid).await
+    }
+
+    /// Reads the catalog entries of the table with OID `oid`, whatever it is
+    /// called now.
+    pub async fn describe_oid(
+        client: &impl GenericClient,
+        oid: u32,
+    ) -> Result<SourceTable, SnapshotError> {
+        let row = client
+            .query_opt(
+                "SELECT c.oid, c.relkind::text, c.relreplident::text, c.reltuples::float8,
+                        c.relpersistence::text, n.nspname::text, c.relname::text
+                   FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+                  WHERE c.oid = $1",
+                &[&oid],
+            )
+            .await
             .map_err(|e| SnapshotError::query("reading the source table's catalog", e))?
             .ok_or_else(|| SnapshotError::Unusable {
-                table: qualified.clone(),
-                problem: "does not exist in the source database".into(),
-                fix: "check `source` in the target's configuration (schema.table)".into(),
+                table: format!("with OID {oid}"),
+                problem: "no longer exists in the source database (dropped?)".into(),
+                fix: "configure a new version of the target to build it from the table that \
+                      exists now"
+                    .into(),
             })?;
+        let schema: String = row.get(5);
+        let name: String = row.get(6);
+        let (schema, name) = (schema.as_str(), name.as_str());
+        let qualified = format!("{schema}.{name}");
         let oid: u32 = row.get(0);
         let relkind: String = row.get(1);
         let replident: String = row.get(2);
@@ -238,14 +271,15 @@ impl SourceTable {
     pub fn column(&self, name: &str) -> Option<&TableColumn> {
         self.columns.iter().find(|c| c.name == name)
     }
+
+    /// The column with attribute number `attnum`.
+    pub fn column_by_attnum(&self, attnum: i16) -> Option<&TableColumn> {
+        self.columns.iter().find(|c| c.attnum == attnum)
+    }
 }
 
 impl std::fmt::Display for SourceTable {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "{}.{}", self.schema, self.name)
     }
-}
-
-fn quote_qualified(schema: &str, name: &str) -> String {
-    format!("{}.{}", quote_ident(schema), quote_ident(name))
 }

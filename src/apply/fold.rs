@@ -9,7 +9,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use walfill_replay::{Datum, Relation, RowChange, Version};
+use walfill_core::{Datum, Relation, RowChange, Version};
 
 use crate::error::{Error, Result};
 use crate::plan::Plan;
@@ -62,46 +62,58 @@ fn size_of_values<'a>(values: impl IntoIterator<Item = &'a Datum>) -> usize {
         .sum()
 }
 
-/// How a relation's columns line up with the plan's replicated columns.
+/// Whether a relation description comes from the table's past (replayed
+/// WAL) or from the present (the live stream, a snapshot).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Era {
+    /// An earlier description: a column the table did not have yet reads as
+    /// NULL, and a value of a column retyped since is cast to its current
+    /// type. (Schema changes that changed stored values without row changes
+    /// are refused before: see [`crate::planner::blocking_loss`].)
+    Past,
+    /// The version's own time: a column the transform reads must be there
+    /// with the type the version was planned with.
+    Present,
+}
+
+/// How a relation's columns line up with the plan's source columns: by
+/// attribute number, never by name. A column dropped and added again under
+/// the same name is a new column; a renamed one is the same.
 #[derive(Debug)]
 pub struct ColumnMap {
     relation: Arc<Relation>,
-    /// For each plan column, its index in the relation (None if absent).
+    /// For each plan column, its index in the relation, when the relation
+    /// has that attribute and the transform reads it (the others are NULL).
     positions: Vec<Option<usize>>,
     /// For each key column, its index in the relation.
     key_positions: Vec<usize>,
 }
 
 impl ColumnMap {
-    /// Lines up `relation` with `plan`; fails when a column the transform
-    /// reads is gone or changed type, which needs a new version.
-    pub fn new(plan: &Plan, relation: Arc<Relation>) -> Result<ColumnMap> {
-        ColumnMap::build(plan, relation, false)
-    }
-
-    /// Lines up an earlier description of the table with `plan`, for
-    /// replayed history: a column the table did not have yet reads as NULL,
-    /// and a value of a column since retyped is cast to its current type.
-    /// (Schema changes that changed stored values without row changes are
-    /// caught before: see [`crate::planner::blocking_loss`].)
-    pub fn historical(plan: &Plan, relation: Arc<Relation>) -> Result<ColumnMap> {
-        ColumnMap::build(plan, relation, true)
-    }
-
-    fn build(plan: &Plan, relation: Arc<Relation>, historical: bool) -> Result<ColumnMap> {
+    /// Lines up `relation` with `plan`; fails (for the present) when a
+    /// column the transform reads is gone or changed type, which needs a
+    /// new version.
+    pub fn build(plan: &Plan, relation: Arc<Relation>, era: Era) -> Result<ColumnMap> {
         let mut positions = Vec::new();
         for column in plan.source.replicated_columns() {
-            let position = relation.column_index(&column.name);
-            let read = plan.referenced.contains(&column.name) || plan.key.contains(&column.name);
-            match position {
-                _ if historical && !plan.key.contains(&column.name) => positions.push(position),
-                None if read => {
+            if !plan.reads(&column.name) {
+                positions.push(None);
+                continue;
+            }
+            let position = relation.position(column.attnum);
+            match (position, era) {
+                (None, Era::Present) => {
                     return Err(schema_changed(
                         plan,
-                        &format!("column {} was dropped", column.name),
+                        &format!(
+                            "column {} (attribute {}) is gone from {}",
+                            column.name,
+                            column.attnum,
+                            relation.qualified_name()
+                        ),
                     ))
                 }
-                Some(p) if read && relation.columns[p].type_oid != column.type_oid => {
+                (Some(p), Era::Present) if relation.columns[p].type_oid != column.type_oid => {
                     return Err(schema_changed(
                         plan,
                         &format!("column {} changed type", column.name),
@@ -114,11 +126,14 @@ impl ColumnMap {
             .key
             .iter()
             .map(|k| {
-                relation.column_index(k).ok_or_else(|| {
-                    Error::History(format!(
-                        "key column {k} of {} is missing from an earlier description of the \
-                         table",
-                        plan.source
+                let attnum = plan.source.column(k).map(|c| c.attnum).unwrap_or(0);
+                relation.position(attnum).ok_or_else(|| {
+                    Error::SchemaChanged(format!(
+                        "key column {k} of {} (attribute {attnum}) is missing from a \
+                         description of the table ({}); {}",
+                        plan.source,
+                        relation.qualified_name(),
+                        plan.rebuild_hint()
                     ))
                 })
             })
@@ -140,9 +155,9 @@ impl ColumnMap {
             .iter()
             .map(|&p| match row.get(p) {
                 Some(Datum::Text(t)) => Ok(t.clone()),
-                _ => Err(Error::State(format!(
-                    "a change to {}.{} arrived without its key value",
-                    self.relation.schema, self.relation.name
+                _ => Err(Error::Internal(format!(
+                    "a change to {} arrived without its key value",
+                    self.relation.qualified_name()
                 ))),
             })
             .collect()
@@ -157,11 +172,73 @@ impl ColumnMap {
 }
 
 fn schema_changed(plan: &Plan, what: &str) -> Error {
-    Error::State(format!(
+    Error::SchemaChanged(format!(
         "source table {} changed under version {} of target {}: {what}, and the transform \
-         reads it; update the target's select and build a new version",
-        plan.source, plan.def.version, plan.def.target
+         reads it; {}",
+        plan.source,
+        plan.def.version,
+        plan.def.target,
+        plan.rebuild_hint()
     ))
+}
+
+/// Folds source changes of one plan's table into pending writes, with the
+/// column map of each description of the table met. Needs no database, so
+/// a replay folds on its decoding thread.
+pub struct Folder {
+    plan: Plan,
+    era: Era,
+    /// Column maps by the address of the description they were built for.
+    maps: HashMap<usize, ColumnMap>,
+}
+
+impl Folder {
+    /// A folder of `plan`'s table, for descriptions of `era`.
+    pub fn new(plan: Plan, era: Era) -> Folder {
+        Folder {
+            plan,
+            era,
+            maps: HashMap::new(),
+        }
+    }
+
+    /// The plan.
+    pub fn plan(&self) -> &Plan {
+        &self.plan
+    }
+
+    fn map_for(&mut self, relation: &Arc<Relation>) -> Result<&ColumnMap> {
+        let key = Arc::as_ptr(relation) as usize;
+        if !self.maps.get(&key).is_some_and(|m| m.is_for(relation)) {
+            // Descriptions are few; forget them all when one is new.
+            if self.maps.len() > 64 {
+                self.maps.clear();
+            }
+            let map = ColumnMap::build(&self.plan, relation.clone(), self.era)?;
+            self.maps.insert(key, map);
+        }
+        Ok(&self.maps[&key])
+    }
+
+    /// Folds one row change with its version into `pending`; false if it is
+    /// not an insert, update or delete of the plan's table (relation OID).
+    /// A TRUNCATE is the caller's.
+    pub fn fold(
+        &mut self,
+        pending: &mut Fold,
+        version: Version,
+        change: &RowChange,
+    ) -> Result<bool> {
+        let Some(relation) = change.relation() else {
+            return Ok(false);
+        };
+        if relation.oid != self.plan.source.oid {
+            return Ok(false);
+        }
+        let map = self.map_for(relation)?;
+        pending.add(map, change, version)?;
+        Ok(true)
+    }
 }
 
 impl Fold {
@@ -275,9 +352,11 @@ mod tests {
     use super::*;
     use crate::config::QualifiedName;
     use crate::plan::{Definition, OutputColumn};
-    use walfill_replay::{Column, Lsn};
+    use walfill_core::{Column, Lsn};
     use walfill_snapshot::{ReplicaIdentity, SourceTable, TableColumn};
 
+    /// docs(id int key, body text, n int), attributes 1, 2 and 4 (3 dropped);
+    /// the transform reads id and body.
     fn plan() -> Plan {
         let col = |attnum, name: &str, type_oid, len| TableColumn {
             attnum,
@@ -308,7 +387,7 @@ mod tests {
                 columns: vec![
                     col(1, "id", 23, 4),
                     col(2, "body", 25, -1),
-                    col(3, "n", 23, 4),
+                    col(4, "n", 23, 4),
                 ],
                 replica_identity: ReplicaIdentity::Default,
                 key: vec!["id".into()],
@@ -321,29 +400,32 @@ mod tests {
             }],
             hidden: Vec::new(),
             referenced: vec!["id".into(), "body".into()],
+            warnings: Vec::new(),
         }
     }
 
-    fn relation(full: bool) -> Arc<Relation> {
-        let col = |name: &str, type_oid, is_key| Column {
-            name: name.into(),
-            type_oid,
-            type_modifier: -1,
-            type_name: String::new(),
-            is_key,
-        };
+    fn relation_with(full: bool, columns: &[(i16, &str, u32)]) -> Arc<Relation> {
         Arc::new(Relation {
             oid: 1,
             schema: "public".into(),
             name: "docs".into(),
-            // The stream's column order differs from the table's: mapped by name.
-            columns: vec![
-                col("n", 23, full),
-                col("id", 23, true),
-                col("body", 25, full),
-            ],
+            columns: columns
+                .iter()
+                .map(|(attnum, name, type_oid)| Column {
+                    attnum: *attnum,
+                    name: name.to_string(),
+                    type_oid: *type_oid,
+                    type_modifier: -1,
+                    type_name: String::new(),
+                    is_key: full || *name == "id",
+                })
+                .collect(),
             full_identity: full,
         })
+    }
+
+    fn relation(full: bool) -> Arc<Relation> {
+        relation_with(full, &[(1, "id", 23), (2, "body", 25), (4, "n", 23)])
     }
 
     fn t(s: &str) -> Datum {
@@ -357,50 +439,82 @@ mod tests {
         }
     }
 
+    fn key(k: &str) -> Vec<String> {
+        vec![k.to_string()]
+    }
+
     #[test]
-    fn last_change_per_key_wins_and_values_are_reordered() {
+    fn last_change_per_key_wins_and_unread_columns_are_left_out() {
         let rel = relation(false);
-        let map = ColumnMap::new(&plan(), rel.clone()).unwrap();
+        let map = ColumnMap::build(&plan(), rel.clone(), Era::Present).unwrap();
         let mut fold = Fold::default();
         let insert = RowChange::Insert {
             relation: rel.clone(),
-            new: vec![t("7"), t("1"), t("a")],
+            new: vec![t("1"), t("a"), t("7")],
         };
         let update = RowChange::Update {
             relation: rel.clone(),
             old: None,
-            new: vec![t("8"), t("1"), Datum::Unchanged],
+            new: vec![t("1"), Datum::Unchanged, t("8")],
         };
         fold.add(&map, &insert, v(10, 1)).unwrap();
         fold.add(&map, &update, v(10, 2)).unwrap();
         let entries: HashMap<_, _> = fold.drain().collect();
         assert_eq!(entries.len(), 1);
-        let e = &entries[&vec!["1".to_string()]];
+        let e = &entries[&key("1")];
         assert_eq!(e.version, v(10, 2));
-        // The unchanged body came from the insert earlier in the batch.
-        assert_eq!(e.values, vec![t("1"), t("a"), t("8")]);
+        // The unchanged body came from the insert earlier in the batch; n
+        // is not read by the transform.
+        assert_eq!(e.values, vec![t("1"), t("a"), Datum::Null]);
         assert_eq!(e.fill_key, None);
+    }
+
+    #[test]
+    fn columns_are_matched_by_attribute_number_not_by_name() {
+        // Earlier, body was attribute 3 (since dropped): its values are not
+        // the plan's body (attribute 2, added again under the same name).
+        let past = relation_with(false, &[(1, "id", 23), (3, "body", 25)]);
+        let map = ColumnMap::build(&plan(), past.clone(), Era::Past).unwrap();
+        let mut fold = Fold::default();
+        let insert = RowChange::Insert {
+            relation: past,
+            new: vec![t("1"), t("dropped value")],
+        };
+        fold.add(&map, &insert, v(5, 1)).unwrap();
+        let entries: HashMap<_, _> = fold.drain().collect();
+        assert_eq!(entries[&key("1")].values[1], Datum::Null);
+
+        // A renamed column is the same column.
+        let renamed = relation_with(false, &[(1, "id", 23), (2, "text", 25), (4, "n", 23)]);
+        let map = ColumnMap::build(&plan(), renamed.clone(), Era::Present).unwrap();
+        let mut fold = Fold::default();
+        let insert = RowChange::Insert {
+            relation: renamed,
+            new: vec![t("2"), t("kept"), t("0")],
+        };
+        fold.add(&map, &insert, v(6, 1)).unwrap();
+        let entries: HashMap<_, _> = fold.drain().collect();
+        assert_eq!(entries[&key("2")].values[1], t("kept"));
     }
 
     #[test]
     fn key_change_leaves_a_tombstone_and_remembers_where_to_fill_from() {
         let rel = relation(false);
-        let map = ColumnMap::new(&plan(), rel.clone()).unwrap();
+        let map = ColumnMap::build(&plan(), rel.clone(), Era::Present).unwrap();
         let mut fold = Fold::default();
         let moved = RowChange::Update {
             relation: rel.clone(),
-            old: Some(vec![Datum::Null, t("1"), Datum::Null]),
-            new: vec![t("3"), t("2"), Datum::Unchanged],
+            old: Some(vec![t("1"), Datum::Null, Datum::Null]),
+            new: vec![t("2"), Datum::Unchanged, t("3")],
         };
         fold.add(&map, &moved, v(20, 1)).unwrap();
         let moved_again = RowChange::Update {
             relation: rel.clone(),
-            old: Some(vec![Datum::Null, t("2"), Datum::Null]),
-            new: vec![t("4"), t("5"), Datum::Unchanged],
+            old: Some(vec![t("2"), Datum::Null, Datum::Null]),
+            new: vec![t("5"), Datum::Unchanged, t("4")],
         };
         fold.add(&map, &moved_again, v(21, 1)).unwrap();
         let entries: HashMap<_, _> = fold.drain().collect();
-        let key = |k: &str| vec![k.to_string()];
         assert_eq!(entries[&key("1")].op, Op::Delete);
         assert_eq!(entries[&key("2")].op, Op::Delete);
         assert_eq!(entries[&key("2")].version, v(21, 1));
@@ -415,47 +529,44 @@ mod tests {
     fn a_key_image_is_not_a_whole_old_row_but_a_full_identity_row_is() {
         let mut fold = Fold::default();
         let rel = relation(false);
-        let map = ColumnMap::new(&plan(), rel.clone()).unwrap();
+        let map = ColumnMap::build(&plan(), rel.clone(), Era::Present).unwrap();
         let change = RowChange::Update {
             relation: rel,
-            old: Some(vec![Datum::Null, t("1"), Datum::Null]),
-            new: vec![t("3"), t("2"), Datum::Unchanged],
+            old: Some(vec![t("1"), Datum::Null, Datum::Null]),
+            new: vec![t("2"), Datum::Unchanged, t("3")],
         };
         fold.add(&map, &change, v(30, 1)).unwrap();
         let entries: HashMap<_, _> = fold.drain().collect();
-        assert_eq!(entries[&vec!["2".to_string()]].values[1], Datum::Unchanged);
+        assert_eq!(entries[&key("2")].values[1], Datum::Unchanged);
 
         let rel = relation(true);
-        let map = ColumnMap::new(&plan(), rel.clone()).unwrap();
+        let map = ColumnMap::build(&plan(), rel.clone(), Era::Present).unwrap();
         let change = RowChange::Update {
             relation: rel,
-            old: Some(vec![t("3"), t("1"), t("old body")]),
-            new: vec![t("3"), t("1"), Datum::Unchanged],
+            old: Some(vec![t("1"), t("old body"), t("3")]),
+            new: vec![t("1"), Datum::Unchanged, t("3")],
         };
         fold.add(&map, &change, v(31, 1)).unwrap();
         let entries: HashMap<_, _> = fold.drain().collect();
-        let e = &entries[&vec!["1".to_string()]];
+        let e = &entries[&key("1")];
         assert_eq!(e.values[1], t("old body"));
         assert_eq!(e.fill_key, None);
     }
 
     #[test]
-    fn a_dropped_column_the_transform_reads_is_refused() {
-        let rel = Arc::new(Relation {
-            oid: 1,
-            schema: "public".into(),
-            name: "docs".into(),
-            columns: vec![Column {
-                name: "id".into(),
-                type_oid: 23,
-                type_modifier: -1,
-                type_name: String::new(),
-                is_key: true,
-            }],
-            full_identity: false,
-        });
-        let err = ColumnMap::new(&plan(), rel).unwrap_err().to_string();
-        assert!(err.contains("column body was dropped"), "{err}");
-        assert!(err.contains("build a new version"), "{err}");
+    fn a_column_the_transform_reads_must_be_there_in_the_present() {
+        let gone = relation_with(false, &[(1, "id", 23), (4, "n", 23)]);
+        let err = ColumnMap::build(&plan(), gone.clone(), Era::Present)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("column body (attribute 2) is gone"), "{err}");
+        assert!(err.contains("configure a new version"), "{err}");
+        // In the past it simply did not exist yet.
+        assert!(ColumnMap::build(&plan(), gone, Era::Past).is_ok());
+        let retyped = relation_with(false, &[(1, "id", 23), (2, "body", 1043), (4, "n", 23)]);
+        let err = ColumnMap::build(&plan(), retyped, Era::Present)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("changed type"), "{err}");
     }
 }

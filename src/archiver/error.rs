@@ -149,7 +149,7 @@ impl From<ArchiverError> for Error {
             | ArchiverError::AheadOfSource { .. }
             | ArchiverError::ReadFile { .. }
             | ArchiverError::NotWal { .. }
-            | ArchiverError::Conflict { .. } => Error::State(e.to_string()),
+            | ArchiverError::Conflict { .. } => Error::Request(e.to_string()),
         }
     }
 }

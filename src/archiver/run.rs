@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 use walfill_replay::archive::Archive;
-use walfill_replay::{Lsn, TimelineId};
+use walfill_replay::{Lsn, SegmentNo, TimelineId};
 
 use crate::config::Config;
 
@@ -239,7 +239,7 @@ async fn warn_of_gap(
 ) -> Result<(), ArchiverError> {
     let list = archive.segments(Some(timeline)).await?;
     let size = u64::from(list.segment_size);
-    let first = restart.segment(size);
+    let first = SegmentNo::containing(restart, size);
     let before = list.segments.iter().rev().find(|s| s.name.segno < first);
     if let Some(last) = before {
         if last.partial || last.name.segno.next() != first {
@@ -264,14 +264,14 @@ pub(crate) async fn resume_point(
 ) -> Result<Lsn, ArchiverError> {
     let size = u64::from(segment_size);
     let list = archive.segments_from(restart, Some(timeline)).await?;
-    let mut segno = restart.segment(size);
+    let mut segno = SegmentNo::containing(restart, size);
     for segment in &list.segments {
         if segment.name.segno != segno || segment.partial {
             break;
         }
         segno = segno.next();
     }
-    if segno > restart.segment(size) {
+    if segno > SegmentNo::containing(restart, size) {
         let previous = walfill_replay::SegmentName {
             timeline,
             segno: walfill_replay::SegmentNo(segno.0 - 1),

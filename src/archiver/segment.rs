@@ -56,7 +56,7 @@ impl SegmentAssembler {
         Ok(SegmentAssembler {
             timeline,
             segment_size,
-            segno: start.segment(size),
+            segno: SegmentNo::containing(start, size),
             buffer: vec![0; segment_size as usize],
             filled: 0,
         })

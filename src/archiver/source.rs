@@ -44,9 +44,13 @@ pub(crate) struct Source {
 impl Source {
     /// Connects (blocking round trips; no retry here).
     pub(crate) fn connect(url: &PgUrl) -> Result<Source, ArchiverError> {
-        let conn = PgReplicationConnection::connect(&url.replication_url()).map_err(|e| {
-            ArchiverError::replication(format!("connecting to the source {url} for replication"), e)
-        })?;
+        let conn =
+            PgReplicationConnection::connect(&crate::db::replication_url(url)).map_err(|e| {
+                ArchiverError::replication(
+                    format!("connecting to the source {url} for replication"),
+                    e,
+                )
+            })?;
         Ok(Source {
             conn,
             url: url.to_string(),

@@ -14,8 +14,10 @@ use walfill_replay::decode::RelationSchema;
 use super::{table_dir, Manifest, Part};
 use crate::error::{Error, Result};
 
+/// A base snapshot that cannot be read is a gap in history: the backfill
+/// takes a snapshot instead.
 fn storage(what: impl std::fmt::Display, e: impl std::fmt::Display) -> Error {
-    Error::State(format!("{what}: {e}"))
+    Error::History(format!("base snapshot: {what}: {e}"))
 }
 
 /// The usable bases of table `relid` of database `database`, newest first.
@@ -93,8 +95,24 @@ pub async fn read_part(
             let batch = batch.map_err(|e| storage(&path, e))?;
             let columns: Vec<Option<&StringArray>> = positions
                 .iter()
-                .map(|p| p.and_then(|p| batch.column(p).as_any().downcast_ref::<StringArray>()))
-                .collect();
+                .map(|p| match p {
+                    None => Ok(None),
+                    Some(p) if *p >= batch.num_columns() => Err(storage(
+                        &path,
+                        format!(
+                            "{} columns where its manifest names {}",
+                            batch.num_columns(),
+                            p + 1
+                        ),
+                    )),
+                    Some(p) => batch
+                        .column(*p)
+                        .as_any()
+                        .downcast_ref::<StringArray>()
+                        .map(Some)
+                        .ok_or_else(|| storage(&path, format!("column {} is not text", p + 1))),
+                })
+                .collect::<Result<_>>()?;
             for i in 0..batch.num_rows() {
                 rows.push(
                     columns
@@ -112,7 +130,7 @@ pub async fn read_part(
         Ok(rows)
     })
     .await
-    .map_err(|e| Error::State(format!("reading a base snapshot part: {e}")))?
+    .map_err(|e| Error::Internal(format!("reading a base snapshot part: {e}")))?
 }
 
 /// The relation a base's rows belong to, as the decoder describes it.

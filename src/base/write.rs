@@ -102,7 +102,7 @@ impl BaseWriter {
             .map(|b| Arc::new(b.finish()) as ArrayRef)
             .collect();
         let batch = RecordBatch::try_new(self.schema.clone(), arrays)
-            .map_err(|e| Error::State(format!("building a base snapshot part: {e}")))?;
+            .map_err(|e| Error::Internal(format!("building a base snapshot part: {e}")))?;
         let bytes = tokio::task::spawn_blocking({
             let schema = self.schema.clone();
             move || -> std::result::Result<Vec<u8>, String> {
@@ -116,8 +116,8 @@ impl BaseWriter {
             }
         })
         .await
-        .map_err(|e| Error::State(format!("writing a base snapshot part: {e}")))?
-        .map_err(|e| Error::State(format!("writing a base snapshot part: {e}")))?;
+        .map_err(|e| Error::Internal(format!("writing a base snapshot part: {e}")))?
+        .map_err(|e| Error::Internal(format!("writing a base snapshot part: {e}")))?;
         let file = format!(
             "part-{:016X}-{:012}.parquet",
             self.buffered_lsn.0, self.first_row
@@ -127,7 +127,7 @@ impl BaseWriter {
             .store()
             .put(&path, PutPayload::from(bytes))
             .await
-            .map_err(|e| Error::State(format!("storing base snapshot part {path}: {e}")))?;
+            .map_err(|e| Error::Internal(format!("storing base snapshot part {path}: {e}")))?;
         self.first_row += self.buffered as u64;
         self.buffered = 0;
         Ok(())
@@ -153,7 +153,7 @@ impl BaseWriter {
             .list(Some(&dir))
             .try_collect()
             .await
-            .map_err(|e| Error::State(format!("listing base snapshot {dir}: {e}")))?;
+            .map_err(|e| Error::Internal(format!("listing base snapshot {dir}: {e}")))?;
         let mut parts = Vec::new();
         for meta in listed {
             let Some(name) = meta.location.filename().map(str::to_string) else {
@@ -183,13 +183,13 @@ impl BaseWriter {
             parts,
         };
         let text = serde_json::to_vec_pretty(&manifest)
-            .map_err(|e| Error::State(format!("writing the base manifest: {e}")))?;
+            .map_err(|e| Error::Internal(format!("writing the base manifest: {e}")))?;
         let path = dir.clone().join("manifest.json");
         self.archive
             .store()
             .put(&path, PutPayload::from(text))
             .await
-            .map_err(|e| Error::State(format!("storing the base manifest {path}: {e}")))?;
+            .map_err(|e| Error::Internal(format!("storing the base manifest {path}: {e}")))?;
         tracing::info!(%path, rows = manifest.rows, "base snapshot written");
         Ok(manifest)
     }

@@ -104,9 +104,21 @@ pub(crate) fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
             5_000,
         )?,
         replay_memory_mb: v.positive("backfill.replay_memory_mb", b.replay_memory_mb, 64)?,
+        apply_memory_mb: v.positive("backfill.apply_memory_mb", b.apply_memory_mb, 64)?,
         swap_max_lag_bytes: b.swap_max_lag_bytes.unwrap_or(16 * 1024 * 1024),
         publication,
-        swap_lock_timeout_ms: b.swap_lock_timeout_ms.unwrap_or(5_000),
+        // 0 would mean "wait forever" to PostgreSQL: readers queue behind a
+        // waiting swap, so they would wait forever too.
+        swap_lock_timeout_ms: match b.swap_lock_timeout_ms {
+            Some(0) => {
+                return Err(v.invalid(
+                    None,
+                    "backfill.swap_lock_timeout_ms must be at least 1: it bounds how long \
+                     readers of the view wait behind a swap (0 would mean forever)",
+                ))
+            }
+            other => other.unwrap_or(5_000),
+        },
         max_rows_per_second: match b.max_rows_per_second {
             Some(0) => {
                 return Err(v.invalid(None, "backfill.max_rows_per_second must be at least 1"))

@@ -13,7 +13,7 @@ mod secret;
 use std::fmt;
 use std::path::PathBuf;
 
-use walfill_snapshot::sql::quote_ident;
+use walfill_core::sql::quote_ident;
 
 pub use load::{load, parse_qualified, ConfigError};
 pub use secret::PgUrl;
@@ -98,6 +98,10 @@ pub struct BackfillSettings {
     /// Memory for replayed changes folded to one write per key before they
     /// are stored (MiB).
     pub replay_memory_mb: u32,
+    /// Memory for stream changes buffered before they are stored (MiB): a
+    /// larger transaction is stored in pieces inside one destination
+    /// transaction.
+    pub apply_memory_mb: u32,
     /// A version is swapped in once its slot is at most this many bytes of WAL
     /// behind the source.
     pub swap_max_lag_bytes: u64,

@@ -39,6 +39,7 @@ pub(super) struct RawBackfill {
     pub(super) chunk_rows: Option<u32>,
     pub(super) apply_batch_changes: Option<u32>,
     pub(super) replay_memory_mb: Option<u32>,
+    pub(super) apply_memory_mb: Option<u32>,
     pub(super) swap_max_lag_bytes: Option<u64>,
     pub(super) publication: Option<Spanned<String>>,
     pub(super) swap_lock_timeout_ms: Option<u64>,

@@ -79,12 +79,40 @@ impl PgUrl {
         config
     }
 
-    /// The full URL with its password, for a replication connection.
-    pub fn replication_url(&self) -> String {
+    /// The full URL with its password, for a replication connection whose
+    /// session runs with `options` (libpq's `-c name=value ...`), after any
+    /// options the URL gives.
+    pub fn replication_url(&self, options: &str) -> String {
         let mut url = self.url.clone();
-        url.query_pairs_mut().append_pair("replication", "database");
+        let mut given = String::new();
+        let mut pairs: Vec<String> = Vec::new();
+        for (k, v) in self.url.query_pairs() {
+            if k == "options" {
+                given = v.into_owned();
+            } else if k != "replication" {
+                pairs.push(format!("{}={}", percent_encode(&k), percent_encode(&v)));
+            }
+        }
+        pairs.push("replication=database".into());
+        // libpq decodes %XX in a URI but not `+`: encode spaces as %20.
+        let options = format!("{given} {options}");
+        pairs.push(format!("options={}", percent_encode(options.trim())));
+        url.set_query(Some(&pairs.join("&")));
         url.to_string()
     }
+}
+
+/// Percent-encodes everything but unreserved characters (RFC 3986).
+fn percent_encode(text: &str) -> String {
+    let mut out = String::new();
+    for b in text.bytes() {
+        if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
 }
 
 fn percent_decode(text: &str) -> String {
@@ -123,8 +151,16 @@ mod tests {
             "postgresql://app:****@db.example:6432/shop"
         );
         assert!(!format!("{url:?}").contains("s3cret"));
-        assert!(url.replication_url().contains("s3cret"));
-        assert!(url.replication_url().ends_with("replication=database"));
+        let replication = url.replication_url("-c DateStyle=ISO");
+        assert!(replication.contains("s3cret"));
+        assert!(
+            replication.contains("replication=database"),
+            "{replication}"
+        );
+        assert!(
+            replication.ends_with("options=-c%20DateStyle%3DISO"),
+            "{replication}"
+        );
         assert_eq!(url.database(), "shop");
         assert_eq!(url.user(), "app");
         assert_eq!(url.host_port(), "db.example:6432");

@@ -65,10 +65,10 @@ impl CatalogSource {
             }
             CatalogSource::File(path) => {
                 let text = std::fs::read_to_string(path).map_err(|e| {
-                    Error::State(format!("cannot read catalog file {}: {e}", path.display()))
+                    Error::Request(format!("cannot read catalog file {}: {e}", path.display()))
                 })?;
                 let snapshot: CatalogSnapshot = serde_json::from_str(&text).map_err(|e| {
-                    Error::State(format!(
+                    Error::Request(format!(
                         "catalog file {} is not a walfill catalog: {e}",
                         path.display()
                     ))
@@ -86,13 +86,13 @@ pub async fn decode(args: DecodeArgs) -> Result<u8> {
         None => None,
         Some(name) => {
             let wanted = parse_qualified(name)
-                .map_err(|m| Error::State(format!("--table {name:?}: {m}")))?;
+                .map_err(|m| Error::Request(format!("--table {name:?}: {m}")))?;
             let oid = catalog
                 .relations()
                 .find(|r| r.relation.schema == wanted.schema && r.relation.name == wanted.name)
                 .map(|r| r.spec.oid)
                 .ok_or_else(|| {
-                    Error::State(format!(
+                    Error::Request(format!(
                         "--table {name}: no such permanent table in the source database"
                     ))
                 })?;
@@ -108,7 +108,7 @@ pub async fn decode(args: DecodeArgs) -> Result<u8> {
         only,
         strict_types: false,
         unsupported_as_null: false,
-        journal_only: false,
+        ..DecodeOptions::default()
     };
     let run = DecodeRun {
         archive,
@@ -119,7 +119,7 @@ pub async fn decode(args: DecodeArgs) -> Result<u8> {
     let runtime = tokio::runtime::Handle::current();
     let outcome = tokio::task::spawn_blocking(move || run.run(&runtime, catalog, options))
         .await
-        .map_err(|e| Error::State(format!("the decoding thread failed: {e}")))??;
+        .map_err(|e| Error::Internal(format!("the decoding thread failed: {e}")))??;
     let stats = outcome.stats;
     tracing::info!(
         records = stats.records,

@@ -117,7 +117,7 @@ fn finish<W: Write>(mut out: W, result: Result<Outcome>) -> Result<Outcome> {
     let outcome = result?;
     match flushed {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(outcome),
-        Err(e) => Err(Error::State(format!("writing the output: {e}"))),
+        Err(e) => Err(Error::Internal(format!("writing the output: {e}"))),
         Ok(()) => Ok(outcome),
     }
 }

@@ -1,25 +1,29 @@
-//! `walfill backfill`: build a target's configured version by snapshot,
-//! catch it up with the live stream, and swap it in.
+//! `walfill backfill`: build a target's configured version (fill it by
+//! replay or from a snapshot, catch it up with the live stream) and swap it
+//! in.
 //!
-//! Each phase is recorded before it starts and every unit of work is
-//! committed with the position after it, so running the same command again
-//! after any failure (or `kill -9`) resumes where the last one stopped.
+//! The version's phase is recorded before each step and every unit of work
+//! is committed with the position after it, so running the same command
+//! again after any failure (or `kill -9`) resumes where the last one
+//! stopped, from every phase.
 
 use tokio_postgres::Client;
 use tokio_util::sync::CancellationToken;
-use walfill_snapshot::{Boundary, ReplicationConnection, SnapshotError};
+use walfill_snapshot::ReplicationConnection;
 
-use super::copy::{copy_snapshot, Pace, Snapshot};
-use super::follow::{Follower, Stop};
-use super::path::{self, ReplayJob};
-use super::source::{current_wal_lsn, require_publication, slot_exists};
-use crate::apply::Applier;
+use super::fill_copy::fill_copy;
+use super::fill_replay::fill_replay;
+use super::follow::{catch_up, Follower};
+use super::path::choose;
+use super::source::require_publication;
+use super::Context;
 use crate::config::Config;
 use crate::db::{self, Role};
-use crate::error::{Error, Result};
+use crate::error::{Directive, Error, Result};
+use crate::failpoint;
 use crate::plan::{self, Definition, Plan};
 use crate::planner::PathChoice;
-use crate::state::{self, NewVersion, Phase, VersionState};
+use crate::state::{self, lock, NewVersion, Path, Phase, VersionState};
 use crate::swap;
 
 /// How a backfill runs.
@@ -41,62 +45,85 @@ pub async fn backfill(
     let target = config.target(name)?;
     let wanted = Definition::from_config(target);
     let source = db::connect(&config.source, Role::Source).await?;
-    let dest = db::connect(&config.destination, Role::Destination).await?;
+    let mut dest = db::connect(&config.destination, Role::Destination).await?;
     state::require(&dest).await?;
-    require_publication(&source, &config.backfill.publication, &target.source).await?;
-    let lock = format!("version:{}:{}", wanted.target, wanted.version);
-    if !state::try_lock(&dest, &lock).await? {
-        return Err(Error::Busy(format!(
-            "another walfill process is working on version {} of {}",
-            wanted.version, wanted.target
-        )));
-    }
+    let what = format!("version {} of {}", wanted.version, wanted.target);
+    lock::acquire(
+        &dest,
+        &format!("version:{}:{}", wanted.target, wanted.version),
+        &what,
+        lock::DEFAULT_WAIT,
+    )
+    .await?;
 
     let existing = VersionState::load(&dest, &wanted.target, &wanted.version).await?;
-    if let Some(recorded) = &existing {
-        same_definition(recorded, &wanted)?;
-        if matches!(recorded.phase, Phase::Active) {
-            tracing::info!(target = name, version = %recorded.version, "already active; nothing to do");
-            return Ok(());
+    let mut state = match existing {
+        Some(mut recorded) => {
+            same_definition(&recorded, &wanted)?;
+            if recorded.phase == Phase::Retired {
+                return Err(Error::Request(format!(
+                    "version {} of {name} was retired; configure a new version to rebuild",
+                    recorded.version
+                )));
+            }
+            if recorded.source_desc.is_none() {
+                // Recorded by an older walfill: described by name, once.
+                let table = plan::describe(&source, &wanted).await?;
+                recorded.adopt_description(&dest, &table).await?;
+            }
+            recorded
         }
-        if recorded.phase == Phase::Retired {
-            return Err(Error::State(format!(
-                "version {} of {name} was retired; configure a new version to rebuild",
-                recorded.version
-            )));
+        None => {
+            let table = plan::describe(&source, &wanted).await?;
+            let plan = plan::build(&dest, &wanted, table.clone()).await?;
+            create_staging(&dest, &plan).await?;
+            VersionState::create(
+                &mut dest,
+                &NewVersion {
+                    target: &wanted.target,
+                    version: &wanted.version,
+                    dest_schema: &wanted.dest_schema,
+                    table_name: &wanted.table_name(),
+                    source: &table,
+                    select_sql: &wanted.select,
+                    filter_sql: wanted.filter.as_deref(),
+                    key_columns: &table.key,
+                    slot_name: &wanted.slot_name(&config.deployment_tag()),
+                },
+            )
+            .await?
         }
-    }
-    let def = existing
-        .as_ref()
-        .map(Definition::from_state)
-        .unwrap_or(wanted);
-    let plan = plan::build(&source, &dest, &def).await?;
-    dest.batch_execute(&plan.staging_ddl())
-        .await
-        .map_err(|e| Error::destination(format!("creating {}", plan.staging_table()), e))?;
-    plan.verify_staging(&dest).await?;
-    let state = match existing {
-        Some(s) => s,
-        None => create_version(&dest, &plan, &config.deployment_tag()).await?,
     };
+    let relid = state
+        .source_relid
+        .ok_or_else(|| Error::Internal("the version has no source table OID".into()))?;
+    require_publication(&source, &config.backfill.publication, relid).await?;
+    let def = Definition::from_state(&state);
+    let table = state
+        .source_desc
+        .clone()
+        .ok_or_else(|| Error::Internal("the version has no source description".into()))?;
+    let plan = plan::build(&dest, &def, table).await?;
+    for warning in &plan.warnings {
+        tracing::warn!("{warning}");
+    }
+    create_staging(&dest, &plan).await?;
+    state.take_lease(&dest).await?;
     state::record_event(
         &dest,
         &def.target,
         Some(&def.version),
         "backfill_started",
-        serde_json::json!({ "phase": state.phase.as_str(), "path": state.path }),
+        serde_json::json!({ "phase": state.phase.as_str(), "path": state.path.as_str() }),
     )
     .await?;
 
-    let mut job = Job {
+    let cx = Context {
         config,
-        source,
-        plan,
-        options,
+        source: &source,
         cancel,
     };
-    let mut dest = dest;
-    let result = Box::pin(job.run(&mut dest, state)).await;
+    let result = Box::pin(run(&cx, &mut dest, &mut state, &plan, options)).await;
     match &result {
         Err(Error::Interrupted) => {
             tracing::warn!(
@@ -105,17 +132,23 @@ pub async fn backfill(
             );
         }
         Err(e) => {
-            VersionState::record_error(&dest, &def.target, &def.version, &e.to_string()).await;
+            VersionState::record_error(&dest, &def.target, &def.version, &e.describe()).await;
         }
         Ok(()) => {}
     }
     result
 }
 
+async fn create_staging(dest: &Client, plan: &Plan) -> Result<()> {
+    dest.batch_execute(&plan.staging_ddl())
+        .await
+        .map_err(|e| Error::destination(format!("creating {}", plan.staging_table()), e))?;
+    plan.verify_staging(dest).await
+}
+
 fn same_definition(recorded: &VersionState, wanted: &Definition) -> Result<()> {
     let same = recorded.select_sql == wanted.select
         && recorded.filter_sql == wanted.filter
-        && recorded.source_table == wanted.source.to_string()
         && recorded.dest_schema == wanted.dest_schema
         && wanted
             .key
@@ -124,258 +157,154 @@ fn same_definition(recorded: &VersionState, wanted: &Definition) -> Result<()> {
     if same {
         return Ok(());
     }
-    Err(Error::State(format!(
-        "version {} of target {} was built from a different definition (source {}, select {:?}, \
-         where {:?}); give the new definition a new version, or restore the old one",
-        recorded.version,
-        recorded.target,
-        recorded.source_table,
-        recorded.select_sql,
-        recorded.filter_sql
+    Err(Error::Request(format!(
+        "version {} of target {} was built from a different definition (select {:?}, where \
+         {:?}); give the new definition a new version, or restore the old one",
+        recorded.version, recorded.target, recorded.select_sql, recorded.filter_sql
     )))
 }
 
-async fn create_version(dest: &Client, plan: &Plan, tag: &str) -> Result<VersionState> {
-    let def = &plan.def;
-    VersionState::create(
-        dest,
-        &NewVersion {
-            target: &def.target,
-            version: &def.version,
-            dest_schema: &def.dest_schema,
-            table_name: &def.table_name(),
-            source_table: &def.source.to_string(),
-            select_sql: &def.select,
-            filter_sql: def.filter.as_deref(),
-            key_columns: &plan.key,
-            slot_name: &def.slot_name(tag),
-            rows_estimated: plan.source.estimated_rows.max(0),
-        },
-    )
-    .await?;
-    VersionState::load(dest, &def.target, &def.version)
-        .await?
-        .ok_or_else(|| Error::State("the new version vanished from walfill.versions".into()))
-}
-
-struct Job<'a> {
-    config: &'a Config,
-    source: Client,
-    plan: Plan,
-    options: &'a BackfillOptions,
-    cancel: &'a CancellationToken,
-}
-
-impl Job<'_> {
-    /// Runs the remaining phases.
-    async fn run(&mut self, dest: &mut Client, mut state: VersionState) -> Result<()> {
-        let applier = Applier::new(self.plan.clone());
-        let mut stream_conn = None;
-        if state.phase == Phase::Planned {
-            path::choose(
-                self.config,
-                &self.source,
-                dest,
-                &self.plan,
-                &mut state,
-                self.options.path,
-                self.cancel,
-            )
-            .await?;
-        } else if state.phase == Phase::Replaying && self.options.path == PathChoice::Snapshot {
-            path::fall_back(dest, &mut state, "asked for with --path snapshot").await?;
-        }
-        if state.path == "replay" && matches!(state.phase, Phase::Planned | Phase::Replaying) {
-            let job = ReplayJob {
-                config: self.config,
-                source: &self.source,
-                plan: &self.plan,
-                cancel: self.cancel,
-            };
-            match job.run(dest, &mut state).await {
-                Ok(conn) => stream_conn = conn,
-                Err(Error::History(reason)) if self.options.path == PathChoice::Auto => {
-                    path::fall_back(dest, &mut state, &reason).await?;
-                }
-                Err(Error::History(reason)) => {
-                    return Err(Error::State(format!(
-                        "the replay cannot go on: {reason}; run without --path replay to build                          the version from a snapshot"
-                    )))
-                }
-                Err(e) => return Err(e),
+/// Runs the version's remaining phases, each from what the state records.
+async fn run(
+    cx: &Context<'_>,
+    dest: &mut Client,
+    state: &mut VersionState,
+    plan: &Plan,
+    options: &BackfillOptions,
+) -> Result<()> {
+    let mut stream_conn: Option<ReplicationConnection> = None;
+    loop {
+        match state.phase {
+            Phase::Planned => {
+                let path = choose(cx, dest, plan, state, options.path).await?;
+                stream_conn = fill(cx, dest, state, plan, path, options).await?;
             }
-        }
-        if matches!(state.phase, Phase::Planned | Phase::Copying) {
-            stream_conn = self.copy(dest, &applier, &mut state).await?;
-        }
-        if state.phase == Phase::CatchingUp {
-            state = self.catch_up(dest, state, applier, stream_conn).await?;
-        }
-        if state.phase == Phase::Ready && !self.options.no_swap {
-            let lock_timeout = self.config.backfill.swap_lock_timeout_ms;
-            return swap::swap(dest, &state.target, &state.version, lock_timeout).await;
-        }
-        if state.phase == Phase::Ready {
-            tracing::info!(
-                target = %state.target,
-                version = %state.version,
-                "caught up; swap it in with `walfill swap {} {}`",
-                state.target,
-                state.version
-            );
-        }
-        Ok(())
-    }
-
-    /// The copy phase, fresh or resumed. Returns the connection that created
-    /// the slot, if this run created it, for the stream to start on.
-    async fn copy(
-        &mut self,
-        dest: &mut Client,
-        applier: &Applier,
-        state: &mut VersionState,
-    ) -> Result<Option<ReplicationConnection>> {
-        let url = self.config.source.replication_url();
-        let slot = state.slot_name.clone();
-        let has_slot = slot_exists(&self.source, &slot).await?;
-        let fresh = state.phase == Phase::Planned || state.boundary_lsn.is_none() || !has_slot;
-        let pace = Pace {
-            chunk_rows: self.config.backfill.chunk_rows,
-            max_rows_per_second: self.config.backfill.max_rows_per_second,
-        };
-        let mut stream_conn = None;
-        if fresh {
-            if has_slot {
-                // Created by a run that died before recording it: unused.
-                self.drop_slot(&slot).await?;
-            } else if state.phase == Phase::Copying {
-                tracing::warn!(%slot, "the version's slot is gone; copying again from a new snapshot");
-                state::record_event(
-                    dest,
-                    &state.target,
-                    Some(&state.version),
-                    "slot_lost",
-                    serde_json::json!({ "slot": slot }),
-                )
-                .await?;
+            Phase::Replaying if options.path == PathChoice::Snapshot => {
+                fall_back(cx, dest, state, "asked for with --path snapshot").await?;
             }
-            dest.batch_execute(&format!("TRUNCATE {}", self.plan.staging_table()))
-                .await
-                .map_err(|e| Error::destination("emptying the staging table", e))?;
-            tracing::info!(%slot, "creating the slot; this waits for running source transactions");
-            let boundary = Boundary::create(&url, &slot, false)?;
-            state.set_boundary(&*dest, boundary.lsn).await?;
-            state
-                .record_boundary_event(&*dest, &slot, boundary.lsn)
-                .await?;
-            let mut base =
-                super::base::writer(self.config, &self.source, &self.plan, &slot, boundary.lsn)
-                    .await;
-            copy_snapshot(
-                &mut self.source,
-                dest,
-                applier,
-                state,
-                Snapshot {
-                    name: &boundary.snapshot,
-                    boundary: boundary.lsn,
-                },
-                pace,
-                &mut base,
-                self.cancel,
-            )
-            .await?;
-            if let Some(writer) = base {
-                if let Err(e) = writer.finish().await {
-                    tracing::warn!(error = %e, "the base snapshot could not be completed");
-                }
+            Phase::Replaying => {
+                stream_conn = fill(cx, dest, state, plan, Path::Replay, options).await?;
             }
-            stream_conn = Some(boundary.connection);
-        } else {
-            // The snapshot died with the previous run: continue from the
-            // cursor with a new one. Rows copied from it carry its later
-            // boundary, and the version rule keeps them right.
-            let temporary = format!("{}_{}", &slot[..slot.len().min(50)], std::process::id());
-            let boundary = Boundary::create(&url, &temporary, true)?;
-            state.set_copy_boundary(&*dest, boundary.lsn).await?;
-            state::record_event(&*dest, &state.target, Some(&state.version), "copy_resumed", serde_json::json!({ "after": state.copy_cursor, "snapshot_lsn": boundary.lsn.to_string() })).await?;
-            if self.config.archive.is_some() && self.config.archive_settings.base_snapshots {
-                tracing::info!(
-                    "the copy was interrupted, so it leaves no base snapshot; the next snapshot \
-                     backfill of this table will"
-                );
+            Phase::Copying => {
+                stream_conn = fill(cx, dest, state, plan, Path::Snapshot, options).await?;
             }
-            copy_snapshot(
-                &mut self.source,
-                dest,
-                applier,
-                state,
-                Snapshot {
-                    name: &boundary.snapshot,
-                    boundary: boundary.lsn,
-                },
-                pace,
-                &mut None,
-                self.cancel,
-            )
-            .await?;
-        }
-        state.set_phase(&*dest, Phase::CatchingUp).await?;
-        Ok(stream_conn)
-    }
-
-    async fn drop_slot(&self, slot: &str) -> Result<()> {
-        self.source
-            .execute("SELECT pg_drop_replication_slot($1)", &[&slot])
-            .await
-            .map_err(|e| SnapshotError::query(format!("dropping the unused slot {slot}"), e))?;
-        Ok(())
-    }
-
-    /// Applies the stream until the version is within the swap lag of the source.
-    async fn catch_up(
-        &mut self,
-        dest: &mut Client,
-        state: VersionState,
-        applier: Applier,
-        conn: Option<ReplicationConnection>,
-    ) -> Result<VersionState> {
-        let url = self.config.source.replication_url();
-        let publication = &self.config.backfill.publication;
-        let batch = self.config.backfill.apply_batch_changes;
-        let mut follower = Follower::start(applier, state, conn, &url, publication, batch).await?;
-        self.follow_until_caught_up(dest, &mut follower).await?;
-        let mut state = follower.into_state();
-        state.set_phase(&*dest, Phase::Ready).await?;
-        Ok(state)
-    }
-
-    async fn follow_until_caught_up(
-        &mut self,
-        dest: &mut Client,
-        follower: &mut Follower,
-    ) -> Result<()> {
-        let max_lag = self.config.backfill.swap_max_lag_bytes;
-        loop {
-            let until = current_wal_lsn(&self.source).await?;
-            tracing::info!(
-                target = %follower.state().target,
-                version = %follower.state().version,
-                applied = ?follower.state().applied_lsn.map(|l| l.to_string()),
-                %until,
-                "catching up"
-            );
-            match follower.run(dest, Some(until), self.cancel).await? {
-                Stop::Cancelled(_) => return Err(Error::Interrupted),
-                Stop::Reached(position) => {
-                    let now = current_wal_lsn(&self.source).await?;
-                    let lag = now.checked_sub(position).unwrap_or(0);
-                    if lag <= max_lag {
-                        tracing::info!(%position, lag, "caught up");
-                        return Ok(());
+            Phase::CatchingUp => {
+                let catalog = db::connect(&cx.config.source, Role::Source).await?;
+                let opened =
+                    Follower::open(cx, catalog, state, plan, stream_conn.take(), None).await;
+                let mut follower = match opened {
+                    Err(Error::Lost(reason)) => {
+                        tracing::warn!(%reason, "building the version again");
+                        state.rebuild(dest, &reason).await?;
+                        continue;
                     }
-                }
+                    other => other?,
+                };
+                catch_up(cx, dest, state, &mut follower).await?;
+                state.caught_up(&*dest).await?;
+            }
+            Phase::Ready | Phase::Previous if state.lost.is_some() => {
+                let reason = state.lost.clone().unwrap_or_default();
+                state.rebuild(dest, &reason).await?;
+            }
+            Phase::Ready if options.no_swap => {
+                tracing::info!(
+                    target = %state.target,
+                    version = %state.version,
+                    "caught up; swap it in with `walfill swap {} {}`",
+                    state.target,
+                    state.version
+                );
+                return Ok(());
+            }
+            Phase::Ready => {
+                failpoint::hit("swap.start");
+                return swap::swap(cx.config, dest, &state.target, &state.version, cx.cancel).await;
+            }
+            Phase::Active if state.lost.is_some() => {
+                return Err(Error::Lost(format!(
+                    "version {} of {} is active but lost changes ({}); it cannot be rebuilt in \
+                     place while readers see it: configure a new version and run `walfill \
+                     backfill {}`",
+                    state.version,
+                    state.target,
+                    state.lost.as_deref().unwrap_or(""),
+                    state.target
+                )));
+            }
+            Phase::Active => {
+                tracing::info!(target = %state.target, version = %state.version, "already active; nothing to do");
+                return Ok(());
+            }
+            Phase::Previous => {
+                tracing::info!(
+                    target = %state.target,
+                    version = %state.version,
+                    "built and kept for rollback; `walfill swap {} {}` publishes it again",
+                    state.target,
+                    state.version
+                );
+                return Ok(());
+            }
+            Phase::Retired => {
+                return Err(Error::Request(format!(
+                    "version {} of {} was retired",
+                    state.version, state.target
+                )))
             }
         }
     }
+}
+
+/// Fills the version by `path`, falling back from a replay the archive
+/// cannot serve to a snapshot when the path is not forced.
+async fn fill(
+    cx: &Context<'_>,
+    dest: &mut Client,
+    state: &mut VersionState,
+    plan: &Plan,
+    path: Path,
+    options: &BackfillOptions,
+) -> Result<Option<ReplicationConnection>> {
+    match path {
+        Path::Snapshot => fill_copy(cx, dest, state, plan).await,
+        Path::Replay => match fill_replay(cx, dest, state, plan).await {
+            Err(e) if e.directive() == Directive::FallBack => {
+                let reason = e.describe();
+                if options.path == PathChoice::Replay {
+                    return Err(Error::Request(format!(
+                        "the replay cannot go on: {reason}; run without --path replay to build \
+                         the version from a snapshot"
+                    )));
+                }
+                fall_back(cx, dest, state, &reason).await?;
+                Ok(None)
+            }
+            other => other,
+        },
+    }
+}
+
+/// Gives up a replay the archive cannot serve: the version will be copied
+/// from a snapshot instead (one transaction).
+async fn fall_back(
+    cx: &Context<'_>,
+    dest: &mut Client,
+    state: &mut VersionState,
+    reason: &str,
+) -> Result<()> {
+    tracing::warn!(
+        target = %state.target,
+        version = %state.version,
+        %reason,
+        "cannot replay; building the version from a snapshot instead"
+    );
+    failpoint::hit("fallback.start");
+    // The replay's slot has no snapshot to copy from: the copy makes its own.
+    if super::slot_exists(cx.source, &state.slot_name).await? {
+        super::drop_slot(cx.source, &state.slot_name).await?;
+    }
+    state.fall_back(dest, reason).await?;
+    failpoint::hit("fallback.end");
+    Ok(())
 }

@@ -1,9 +1,8 @@
 //! The base snapshot a snapshot backfill leaves in the archive.
 
 use tokio_postgres::Client;
+use walfill_core::Lsn;
 use walfill_replay::archive::Archive;
-use walfill_replay::Lsn;
-use walfill_snapshot::SnapshotError;
 
 use crate::base::BaseWriter;
 use crate::config::Config;
@@ -48,15 +47,15 @@ async fn prepare(
             &[&slot],
         )
         .await
-        .map_err(|e| SnapshotError::query("reading the slot's restart LSN", e))?;
+        .map_err(|e| crate::error::Error::source_query("reading the slot's restart LSN", e))?;
     let database: u32 = row.get(0);
     let restart: Lsn = row
         .get::<_, Option<String>>(1)
         .and_then(|t| t.parse().ok())
-        .ok_or_else(|| crate::error::Error::State(format!("slot {slot} has no restart LSN")))?;
+        .ok_or_else(|| crate::error::Error::Internal(format!("slot {slot} has no restart LSN")))?;
     let catalog = crate::catalog::load(source).await?;
     let relation = catalog.by_oid(plan.source.oid).ok_or_else(|| {
-        crate::error::Error::State(format!("{} is not in the source's catalog", plan.source))
+        crate::error::Error::Internal(format!("{} is not in the source's catalog", plan.source))
     })?;
     let columns = plan
         .source

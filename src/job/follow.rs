@@ -1,171 +1,170 @@
-//! Following a version's slot: apply committed transactions in order, in
-//! bounded batches, each batch committed with the position after it and only
-//! then confirmed to the slot.
+//! Following a version's slot: the live stream through the apply loop, for
+//! a catch-up (until the version is close enough to the source), `sync
+//! --once` (until what is committed now) or `sync` (until stopped).
 
 use std::time::{Duration, Instant};
 
 use tokio_postgres::Client;
 use tokio_util::sync::CancellationToken;
-use walfill_replay::{Lsn, Transaction};
-use walfill_snapshot::{LiveStream, ReplicationConnection, StreamEvent};
+use walfill_core::Lsn;
+use walfill_snapshot::{LiveStream, ReplicationConnection, SnapshotError};
 
-use crate::apply::Applier;
+use super::source::{current_wal_lsn, slot_health, SlotHealth};
+use super::Context;
+use crate::apply::{run, Applied, Store, StreamDesc};
+use crate::db;
 use crate::error::{Error, Result};
+use crate::failpoint;
+use crate::plan::Plan;
+use crate::source::live::{LiveOptions, LiveSource};
 use crate::state::VersionState;
 
-/// How long the stream may be silent before walfill treats it as idle.
-const IDLE: Duration = Duration::from_millis(250);
-/// Longest a batch waits before it is applied.
-const BATCH_AGE: Duration = Duration::from_secs(1);
-/// Most transactions in one batch.
-const BATCH_TRANSACTIONS: usize = 2_000;
 /// How long a slot still held by a dying process is waited for.
 const SLOT_BUSY_WAIT: Duration = Duration::from_secs(60);
 
-/// Why [`Follower::run`] returned.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Stop {
-    /// Every transaction committed before the requested position is applied.
-    Reached(Lsn),
-    /// The cancellation token fired; everything received so far is applied.
-    Cancelled(Lsn),
-}
-
-/// A version's live stream and its apply.
-pub struct Follower {
-    applier: Applier,
-    state: VersionState,
-    stream: LiveStream,
-    batch_changes: usize,
+/// A version's stream, ready to apply.
+pub(crate) struct Follower {
+    live: LiveSource,
+    store: Store,
 }
 
 impl Follower {
-    /// Starts the version's slot at its last applied position. `conn` is the
-    /// connection that created the slot, when this process just did; otherwise
-    /// a new one is opened from `replication_url`.
-    pub async fn start(
-        applier: Applier,
-        state: VersionState,
+    /// Opens the version's slot at its last applied position. `conn` is the
+    /// connection that created the slot, when this process just did.
+    /// `source` is a source session (for the slot's health), `catalog`
+    /// another one the stream keeps for its checks.
+    pub(crate) async fn open(
+        cx: &Context<'_>,
+        catalog: Client,
+        state: &mut VersionState,
+        plan: &Plan,
         conn: Option<ReplicationConnection>,
-        replication_url: &str,
-        publication: &str,
-        batch_changes: u32,
+        until: Option<Lsn>,
     ) -> Result<Follower> {
+        let (config, source, cancel) = (cx.config, cx.source, cx.cancel);
         let from = state
             .applied_lsn
             .or(state.boundary_lsn)
             .unwrap_or(Lsn::INVALID);
+        let slot = state.slot_name.clone();
+        match slot_health(source, &slot).await? {
+            SlotHealth::Kept => {}
+            SlotHealth::Missing => {
+                return Err(Error::Lost(format!(
+                    "version {} of {} lost its replication slot {slot}, so the changes after \
+                     {from} can never reach it",
+                    state.version, state.target
+                )))
+            }
+            SlotHealth::Invalidated => {
+                return Err(Error::Lost(format!(
+                    "the source removed WAL that the replication slot {slot} of version {} of \
+                     {} still needed (max_slot_wal_keep_size), so changes after {from} can never \
+                     reach it",
+                    state.version, state.target
+                )))
+            }
+        }
+        let publication = &config.backfill.publication;
         let stream = match conn {
-            Some(conn) => LiveStream::start(conn, &state.slot_name, publication, from)?,
-            None => start_with_retry(replication_url, &state.slot_name, publication, from).await?,
+            Some(conn) => LiveStream::start(conn, &slot, publication, from)?,
+            None => {
+                start_with_retry(
+                    &db::replication_url(&config.source),
+                    &slot,
+                    publication,
+                    from,
+                )
+                .await?
+            }
         };
-        Ok(Follower {
-            applier,
-            state,
+        let desc = match &state.stream_desc {
+            Some(desc) => desc.clone(),
+            // Recorded by an older walfill: the catalog now, checked as the
+            // stream goes.
+            None => StreamDesc::from_catalog(source, plan.source.oid).await?,
+        };
+        let options = LiveOptions {
+            batch_changes: config.backfill.apply_batch_changes as usize,
+            memory_bytes: config.backfill.apply_memory_mb as usize * (1 << 20),
+            until,
+        };
+        let live = LiveSource::new(
             stream,
-            batch_changes: batch_changes as usize,
+            catalog,
+            plan.clone(),
+            desc,
+            from,
+            options,
+            cancel.clone(),
+        )
+        .await?;
+        Ok(Follower {
+            live,
+            store: Store::new(plan.clone()),
         })
     }
 
-    /// The version being followed.
-    pub fn state(&self) -> &VersionState {
-        &self.state
-    }
-
-    /// Gives back the version's state.
-    pub fn into_state(self) -> VersionState {
-        self.state
-    }
-
-    /// Applies the stream until every transaction committed before `until`
-    /// is applied (forever when `None`), or until `cancel` fires.
-    pub async fn run(
+    /// Applies the stream until every transaction committed before the
+    /// target position is stored (forever without one), or until stopped.
+    pub(crate) async fn run(
         &mut self,
         dest: &mut Client,
-        until: Option<Lsn>,
+        state: &mut VersionState,
         cancel: &CancellationToken,
-    ) -> Result<Stop> {
-        let mut batch: Vec<Transaction> = Vec::new();
-        let mut changes = 0usize;
-        let mut oldest = Instant::now();
-        loop {
-            if cancel.is_cancelled() {
-                self.flush(dest, &mut batch).await?;
-                return Ok(Stop::Cancelled(self.stream.position()));
-            }
-            let event = self.stream.next(IDLE).await?;
-            match event {
-                StreamEvent::Transaction(txn) => {
-                    let applied = self.state.applied_lsn.unwrap_or(Lsn::INVALID);
-                    if txn.end_lsn > applied {
-                        if batch.is_empty() {
-                            oldest = Instant::now();
-                        }
-                        changes += txn.changes.len();
-                        batch.push(txn);
-                    }
-                    if changes >= self.batch_changes
-                        || batch.len() >= BATCH_TRANSACTIONS
-                        || oldest.elapsed() >= BATCH_AGE
-                    {
-                        self.flush(dest, &mut batch).await?;
-                        changes = 0;
-                    }
-                }
-                StreamEvent::Idle { position } => {
-                    self.flush(dest, &mut batch).await?;
-                    changes = 0;
-                    self.record_idle(dest, position).await?;
-                }
-            }
-            let position = self.stream.position();
-            if let Some(until) = until {
-                if position >= until {
-                    self.flush(dest, &mut batch).await?;
-                    return Ok(Stop::Reached(position));
-                }
-            }
+        failpoints: &str,
+    ) -> Result<Applied> {
+        let applied = run(dest, &self.store, state, &mut self.live, cancel, failpoints).await?;
+        if cancel.is_cancelled() {
+            return Err(Error::Interrupted);
         }
+        Ok(applied)
     }
 
-    async fn flush(&mut self, dest: &mut Client, batch: &mut Vec<Transaction>) -> Result<()> {
-        let Some(last) = batch.last() else {
-            return Ok(());
-        };
-        let end = last.end_lsn;
-        let tx = dest
-            .transaction()
-            .await
-            .map_err(|e| Error::destination("starting a batch", e))?;
-        let outcome = self.applier.apply(&tx, batch, self.state.truncated).await?;
-        self.state
-            .record_applied(&tx, end, outcome.changes, outcome.truncated)
-            .await?;
-        tx.commit()
-            .await
-            .map_err(|e| Error::destination("committing a batch", e))?;
-        self.stream.confirm(end).await?;
-        tracing::debug!(
-            target = %self.state.target,
-            version = %self.state.version,
-            transactions = batch.len(),
-            changes = outcome.changes,
-            applied = %end,
-            "applied batch"
+    /// Moves the target position to `until`.
+    pub(crate) fn extend(&mut self, until: Lsn) {
+        self.live.extend(until);
+    }
+}
+
+/// Applies the stream to `state`'s version until it is at most
+/// `swap_max_lag_bytes` behind the source.
+pub(crate) async fn catch_up(
+    cx: &Context<'_>,
+    dest: &mut Client,
+    state: &mut VersionState,
+    follower: &mut Follower,
+) -> Result<()> {
+    let (config, source, cancel) = (cx.config, cx.source, cx.cancel);
+    let max_lag = config.backfill.swap_max_lag_bytes;
+    failpoint::hit("catchup.start");
+    loop {
+        let until = current_wal_lsn(source).await?;
+        follower.extend(until);
+        tracing::info!(
+            target = %state.target,
+            version = %state.version,
+            applied = %state.applied_lsn.unwrap_or_default(),
+            %until,
+            "catching up"
         );
-        batch.clear();
-        Ok(())
-    }
-
-    /// With nothing pending, everything before `position` is applied: record
-    /// it and let the slot release the WAL before it.
-    async fn record_idle(&mut self, dest: &Client, position: Lsn) -> Result<()> {
-        if self.state.applied_lsn.is_some_and(|a| a >= position) {
+        follower.run(dest, state, cancel, "catchup").await?;
+        let applied = state.applied_lsn.unwrap_or_default();
+        let lag = current_wal_lsn(source)
+            .await?
+            .checked_sub(applied)
+            .unwrap_or(0);
+        if lag <= max_lag {
+            tracing::info!(
+                target = %state.target,
+                version = %state.version,
+                %applied,
+                lag_bytes = lag,
+                "caught up"
+            );
+            failpoint::hit("catchup.end");
             return Ok(());
         }
-        self.state.record_applied(dest, position, 0, None).await?;
-        self.stream.confirm(position).await?;
-        Ok(())
     }
 }
 
@@ -178,15 +177,28 @@ async fn start_with_retry(
     from: Lsn,
 ) -> Result<LiveStream> {
     let started = Instant::now();
+    let mut told = false;
     loop {
         let conn = ReplicationConnection::connect(url)?;
         match LiveStream::start(conn, slot, publication, from) {
             Ok(stream) => return Ok(stream),
-            Err(e) if e.to_string().contains("55006") && started.elapsed() < SLOT_BUSY_WAIT => {
-                tracing::info!(slot, "slot still held by a previous process; waiting");
-                tokio::time::sleep(Duration::from_secs(1)).await;
+            Err(e) if slot_busy(&e) && started.elapsed() < SLOT_BUSY_WAIT => {
+                if !told {
+                    told = true;
+                    tracing::info!(
+                        slot,
+                        "the slot is still held by a previous process; waiting for it to let go"
+                    );
+                }
+                tokio::time::sleep(Duration::from_millis(500)).await;
             }
             Err(e) => return Err(e.into()),
         }
     }
+}
+
+/// Whether starting replication failed because another walsender has the
+/// slot (SQLSTATE 55006, object in use).
+fn slot_busy(e: &SnapshotError) -> bool {
+    matches!(e, SnapshotError::Replication { .. }) && e.to_string().contains("55006")
 }

@@ -1,56 +1,166 @@
 //! Small questions asked of the source database.
 
 use tokio_postgres::Client;
-use walfill_replay::Lsn;
+use walfill_core::sql::{quote_ident, quote_qualified};
+use walfill_core::Lsn;
 
-use crate::config::QualifiedName;
 use crate::error::{Error, Result};
-use walfill_snapshot::SnapshotError;
 
 /// The source's current WAL write position.
 pub async fn current_wal_lsn(source: &Client) -> Result<Lsn> {
-    let text: String = source
-        .query_one("SELECT pg_current_wal_lsn()::text", &[])
+    source
+        .query_one("SELECT pg_current_wal_lsn()", &[])
         .await
-        .map_err(|e| SnapshotError::query("reading the source's WAL position", e))?
-        .get(0);
-    text.parse()
-        .map_err(|_| Error::State(format!("the source reported WAL position {text:?}")))
+        .map(|r| r.get(0))
+        .map_err(|e| Error::source_query("reading the source's WAL position", e))
+}
+
+/// What the source says of a replication slot.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SlotHealth {
+    /// The slot exists and keeps its WAL.
+    Kept,
+    /// There is no slot of that name.
+    Missing,
+    /// The slot exists but the server removed WAL it needed
+    /// (`max_slot_wal_keep_size`): it cannot stream the changes it lost.
+    Invalidated,
+}
+
+/// Whether the source has a usable replication slot of this name.
+pub async fn slot_health(source: &Client, slot: &str) -> Result<SlotHealth> {
+    let row = source
+        .query_opt(
+            "SELECT wal_status::text FROM pg_replication_slots WHERE slot_name = $1",
+            &[&slot],
+        )
+        .await
+        .map_err(|e| Error::source_query("looking up the replication slot", e))?;
+    Ok(match row {
+        None => SlotHealth::Missing,
+        Some(r) if r.get::<_, Option<String>>(0).as_deref() == Some("lost") => {
+            SlotHealth::Invalidated
+        }
+        Some(_) => SlotHealth::Kept,
+    })
 }
 
 /// Whether the source has a replication slot of this name.
 pub async fn slot_exists(source: &Client, slot: &str) -> Result<bool> {
-    Ok(source
-        .query_opt(
-            "SELECT 1 FROM pg_replication_slots WHERE slot_name = $1",
-            &[&slot],
-        )
-        .await
-        .map_err(|e| SnapshotError::query("looking up the replication slot", e))?
-        .is_some())
+    Ok(slot_health(source, slot).await? != SlotHealth::Missing)
 }
 
-/// Fails with the fix unless the publication exists and includes `table`.
-pub async fn require_publication(
+/// What is wrong with publication `publication` for streaming every change
+/// of table `relid`, each with its fix (in an order they can be run in):
+/// the table must be in it, every operation published, no row filter and
+/// no column list, and a partition must not be published as its root.
+pub async fn publication_problems(
     source: &Client,
     publication: &str,
-    table: &QualifiedName,
-) -> Result<()> {
-    let published = source
-        .query_opt(
-            "SELECT 1 FROM pg_publication_tables
-              WHERE pubname = $1 AND schemaname = $2 AND tablename = $3",
-            &[&publication, &table.schema, &table.name],
+    relid: u32,
+) -> Result<Vec<String>> {
+    let failed = |e| Error::source_query("reading the publication", e);
+    let table: (String, String, bool) = source
+        .query_one(
+            "SELECT n.nspname::text, c.relname::text, c.relispartition
+               FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE c.oid = $1",
+            &[&relid],
         )
         .await
-        .map_err(|e| SnapshotError::query("reading the publication", e))?
-        .is_some();
-    if published {
+        .map(|r| (r.get(0), r.get(1), r.get(2)))
+        .map_err(failed)?;
+    let quoted = quote_qualified(&table.0, &table.1);
+    let pubname = quote_ident(publication);
+    let Some(publ) = source
+        .query_opt(
+            "SELECT pubinsert, pubupdate, pubdelete, pubtruncate, pubviaroot
+               FROM pg_publication WHERE pubname = $1",
+            &[&publication],
+        )
+        .await
+        .map_err(failed)?
+    else {
+        return Ok(vec![format!(
+            "publication {publication} does not exist; fix: run `walfill setup` (or CREATE \
+             PUBLICATION {pubname} FOR TABLE {quoted})"
+        )]);
+    };
+    let mut problems = Vec::new();
+    let ops: Vec<&str> = ["insert", "update", "delete", "truncate"]
+        .into_iter()
+        .enumerate()
+        .filter(|(i, _)| !publ.get::<_, bool>(*i))
+        .map(|(_, op)| op)
+        .collect();
+    if !ops.is_empty() {
+        problems.push(format!(
+            "publication {publication} does not publish {}, so those changes would never \
+             reach walfill's versions; fix: ALTER PUBLICATION {pubname} SET (publish = 'insert, \
+             update, delete, truncate')",
+            ops.join(", ")
+        ));
+    }
+    if publ.get::<_, bool>(4) && table.2 {
+        problems.push(format!(
+            "publication {publication} publishes partitions as their root table \
+             (publish_via_partition_root), so changes of the partition {quoted} would arrive \
+             under another table; fix: ALTER PUBLICATION {pubname} SET \
+             (publish_via_partition_root = false)"
+        ));
+    }
+    let member = source
+        .query_opt(
+            "SELECT pt.rowfilter, pt.attnames,
+                    ARRAY(SELECT attname::text FROM pg_attribute
+                           WHERE attrelid = $2 AND attnum > 0 AND NOT attisdropped
+                             AND attgenerated = '' ORDER BY attnum)
+               FROM pg_publication_tables pt
+              WHERE pt.pubname = $1 AND pt.schemaname = $3 AND pt.tablename = $4",
+            &[&publication, &relid, &table.0, &table.1],
+        )
+        .await
+        .map_err(failed)?;
+    let Some(member) = member else {
+        problems.push(format!(
+            "publication {publication} does not include {}.{}; fix: ALTER PUBLICATION \
+             {pubname} ADD TABLE {quoted} (as the table's owner), or run `walfill setup`",
+            table.0, table.1
+        ));
+        return Ok(problems);
+    };
+    let refresh = format!(
+        "ALTER PUBLICATION {pubname} DROP TABLE {quoted}; ALTER PUBLICATION {pubname} ADD \
+         TABLE {quoted}"
+    );
+    if let Some(filter) = member.get::<_, Option<String>>(0) {
+        problems.push(format!(
+            "publication {publication} has a row filter on {}.{} (WHERE {filter}), so rows \
+             outside it would never reach walfill's versions (and rows leaving it would \
+             arrive as deletes); fix: {refresh}",
+            table.0, table.1
+        ));
+    }
+    let listed: Option<Vec<String>> = member.get(1);
+    let all: Vec<String> = member.get(2);
+    if let Some(listed) = listed.filter(|l| *l != all) {
+        problems.push(format!(
+            "publication {publication} has a column list on {}.{} ({}), so the other columns \
+             would never reach walfill's versions; fix: {refresh}",
+            table.0,
+            table.1,
+            listed.join(", ")
+        ));
+    }
+    Ok(problems)
+}
+
+/// Fails with the fixes unless publication `publication` streams every
+/// change of table `relid` (see [`publication_problems`]).
+pub async fn require_publication(source: &Client, publication: &str, relid: u32) -> Result<()> {
+    let problems = publication_problems(source, publication, relid).await?;
+    if problems.is_empty() {
         Ok(())
     } else {
-        Err(Error::State(format!(
-            "publication {publication} does not include {table}; run `walfill setup` after \
-             adding the target to the configuration"
-        )))
+        Err(Error::Problems(problems))
     }
 }

@@ -1,23 +1,25 @@
 //! `walfill sync`: keep built versions in step with the source.
 //!
-//! Every version that has a complete copy (ready, active, or previous, kept
-//! for rollback) follows its own slot. Each runs in its own task: one failing
-//! version is retried with backoff while the others go on.
+//! Every version that is complete (ready, active, or previous, kept for
+//! rollback) follows its own slot, each in its own task: one failing version
+//! is retried with backoff while the others go on. The running sync looks
+//! at the state every few seconds: it starts following versions built
+//! after it started, and lets go of versions retired (or lost) meanwhile.
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
-use walfill_replay::Lsn;
+use walfill_core::Lsn;
 
 use super::follow::Follower;
 use super::source::current_wal_lsn;
-use crate::apply::Applier;
 use crate::config::Config;
 use crate::db::{self, Role};
-use crate::error::{Error, Result};
+use crate::error::{Directive, Error, Result};
 use crate::plan::{self, Definition};
-use crate::state::{self, VersionState};
+use crate::state::{self, lock, VersionState};
 
 /// How a sync runs.
 #[derive(Clone, Debug, Default)]
@@ -28,6 +30,8 @@ pub struct SyncOptions {
 
 /// Longest pause between retries of a failing version.
 const MAX_BACKOFF: Duration = Duration::from_secs(60);
+/// How often a running sync looks for versions built or retired.
+const RESCAN: Duration = Duration::from_secs(2);
 
 /// Follows the live versions of the named targets (all when empty).
 pub async fn sync(
@@ -36,27 +40,32 @@ pub async fn sync(
     options: &SyncOptions,
     cancel: &CancellationToken,
 ) -> Result<()> {
-    let selected = config.select_targets(names)?;
+    let selected: Vec<String> = config
+        .select_targets(names)?
+        .into_iter()
+        .map(|t| t.name.clone())
+        .collect();
     let dest = db::connect(&config.destination, Role::Destination).await?;
     state::require(&dest).await?;
-    let versions: Vec<VersionState> = VersionState::list(&dest)
-        .await?
-        .into_iter()
-        .filter(|v| v.phase.is_live() && selected.iter().any(|t| t.name == v.target))
-        .collect();
-    for target in &selected {
-        if !names.is_empty() && !versions.iter().any(|v| v.target == target.name) {
-            return Err(Error::State(format!(
-                "target {} has no built version to sync; run `walfill backfill {}` first",
-                target.name, target.name
+    let live = |all: Vec<VersionState>| -> Vec<VersionState> {
+        all.into_iter()
+            .filter(|v| v.phase.is_live() && v.lost.is_none() && selected.contains(&v.target))
+            .collect()
+    };
+    let versions = live(VersionState::list(&dest).await?);
+    for target in names {
+        if !versions.iter().any(|v| &v.target == target) {
+            return Err(Error::Request(format!(
+                "target {target} has no built version to sync; run `walfill backfill {target}` \
+                 first"
             )));
         }
     }
-    if versions.is_empty() {
-        tracing::info!("no built versions to sync; run `walfill backfill TARGET` first");
-        return Ok(());
-    }
     let until = if options.once {
+        if versions.is_empty() {
+            tracing::info!("no built versions to sync; run `walfill backfill TARGET` first");
+            return Ok(());
+        }
         let source = db::connect(&config.source, Role::Source).await?;
         Some(current_wal_lsn(&source).await?)
     } else {
@@ -64,21 +73,70 @@ pub async fn sync(
     };
 
     let mut tasks = JoinSet::new();
-    for version in versions {
-        let config = config.clone();
-        let cancel = cancel.clone();
-        tasks.spawn(async move {
-            let label = format!("{}/{}", version.target, version.version);
-            let result = follow_with_retry(&config, version, until, &cancel).await;
-            (label, result)
-        });
-    }
+    let mut running: HashMap<String, CancellationToken> = HashMap::new();
+    // Versions that failed for a reason only the operator can fix, with
+    // the state they failed in: followed again once that state moves.
+    let mut failed: HashMap<String, String> = HashMap::new();
     let mut failures = Vec::new();
+    let mut current = versions;
+    loop {
+        for version in &current {
+            let label = version.label();
+            if running.contains_key(&label)
+                || failed
+                    .get(&label)
+                    .is_some_and(|at| *at == version.updated_at)
+            {
+                continue;
+            }
+            let token = cancel.child_token();
+            running.insert(label.clone(), token.clone());
+            let config = config.clone();
+            let version = version.clone();
+            tasks.spawn(async move {
+                let result = follow_with_retry(&config, &version, until, &token).await;
+                (version.label(), result)
+            });
+        }
+        if options.once {
+            while let Some(joined) = tasks.join_next().await {
+                if let Some(failure) = finished(joined, &mut running, &mut failed, &dest).await {
+                    failures.push(failure);
+                }
+            }
+            break;
+        }
+        tokio::select! {
+            _ = cancel.cancelled() => break,
+            Some(joined) = tasks.join_next(), if !tasks.is_empty() => {
+                if let Some(failure) = finished(joined, &mut running, &mut failed, &dest).await {
+                    tracing::error!(%failure, "stopped following a version");
+                }
+                continue;
+            }
+            _ = tokio::time::sleep(RESCAN) => {}
+        }
+        current = match VersionState::list(&dest).await {
+            Ok(all) => live(all),
+            Err(e) => {
+                tracing::warn!(error = %e.describe(), "could not read the versions; trying again");
+                continue;
+            }
+        };
+        // Let go of versions retired, lost or no longer live meanwhile.
+        for (label, token) in &running {
+            if !current.iter().any(|v| &v.label() == label) {
+                tracing::info!(version = %label, "no longer live; letting go of it");
+                token.cancel();
+            }
+        }
+    }
+    for token in running.values() {
+        token.cancel();
+    }
     while let Some(joined) = tasks.join_next().await {
-        match joined {
-            Ok((_, Ok(()))) => {}
-            Ok((label, Err(e))) => failures.push(format!("{label}: {e}")),
-            Err(e) => failures.push(format!("a sync task failed: {e}")),
+        if let Some(failure) = finished(joined, &mut running, &mut failed, &dest).await {
+            failures.push(failure);
         }
     }
     if failures.is_empty() {
@@ -88,43 +146,68 @@ pub async fn sync(
     }
 }
 
-/// Follows one version; in continuous mode failures are retried with
-/// exponential backoff until cancelled.
+/// Books a finished task; returns its failure, if it failed.
+async fn finished(
+    joined: std::result::Result<(String, Result<()>), tokio::task::JoinError>,
+    running: &mut HashMap<String, CancellationToken>,
+    failed: &mut HashMap<String, String>,
+    dest: &tokio_postgres::Client,
+) -> Option<String> {
+    match joined {
+        Ok((label, result)) => {
+            running.remove(&label);
+            match result {
+                Ok(()) | Err(Error::Interrupted) => None,
+                Err(e) => {
+                    if let Some((target, version)) = label.split_once('/') {
+                        if let Ok(Some(v)) = VersionState::load(dest, target, version).await {
+                            failed.insert(label.clone(), v.updated_at);
+                        }
+                    }
+                    Some(format!("{label}: {}", e.describe()))
+                }
+            }
+        }
+        Err(e) => Some(format!("a sync task failed: {e}")),
+    }
+}
+
+/// Follows one version; failures that may go away by themselves are
+/// retried with exponential backoff until stopped (in continuous mode).
 async fn follow_with_retry(
     config: &Config,
-    version: VersionState,
+    version: &VersionState,
     until: Option<Lsn>,
     cancel: &CancellationToken,
 ) -> Result<()> {
     let mut backoff = Duration::from_secs(1);
     loop {
-        let result = follow_version(config, &version, until, cancel).await;
-        match result {
+        let result = follow_version(config, version, until, cancel).await;
+        let e = match result {
             Ok(()) => return Ok(()),
-            Err(e) if until.is_some() || cancel.is_cancelled() => return Err(e),
-            Err(e) => {
+            Err(e) => e,
+        };
+        if let Ok(dest) = db::connect(&config.destination, Role::Destination).await {
+            VersionState::record_error(&dest, &version.target, &version.version, &e.describe())
+                .await;
+        }
+        match e.directive() {
+            Directive::Retry if until.is_none() && !cancel.is_cancelled() => {
                 tracing::error!(
                     target = %version.target,
                     version = %version.version,
-                    error = %e,
+                    error = %e.describe(),
                     retry_in = backoff.as_secs(),
                     "sync failed; retrying"
                 );
-                if let Ok(dest) = db::connect(&config.destination, Role::Destination).await {
-                    VersionState::record_error(
-                        &dest,
-                        &version.target,
-                        &version.version,
-                        &e.to_string(),
-                    )
-                    .await;
-                }
                 tokio::select! {
                     _ = cancel.cancelled() => return Ok(()),
                     _ = tokio::time::sleep(backoff) => {}
                 }
                 backoff = (backoff * 2).min(MAX_BACKOFF);
             }
+            Directive::Stop => return Ok(()),
+            _ => return Err(e),
         }
     }
 }
@@ -137,31 +220,67 @@ async fn follow_version(
 ) -> Result<()> {
     let source = db::connect(&config.source, Role::Source).await?;
     let mut dest = db::connect(&config.destination, Role::Destination).await?;
-    let lock = format!("version:{}:{}", version.target, version.version);
-    if !state::try_lock(&dest, &lock).await? {
-        return Err(Error::Busy(format!(
-            "another walfill process is applying version {} of {}",
-            version.version, version.target
-        )));
+    let name = format!("version:{}:{}", version.target, version.version);
+    let what = format!("version {} of {}", version.version, version.target);
+    tokio::select! {
+        _ = cancel.cancelled() => return Ok(()),
+        taken = lock::acquire(&dest, &name, &what, lock::DEFAULT_WAIT) => taken?,
     }
     // Reread under the lock: another process may have moved it on.
-    let current = VersionState::load(&dest, &version.target, &version.version)
-        .await?
-        .ok_or_else(|| Error::State("the version vanished from walfill.versions".into()))?;
-    let plan = plan::build(&source, &dest, &Definition::from_state(&current)).await?;
+    let Some(mut state) = VersionState::load(&dest, &version.target, &version.version).await?
+    else {
+        return Ok(());
+    };
+    if !state.phase.is_live() || state.lost.is_some() {
+        return Ok(());
+    }
+    if state.source_desc.is_none() {
+        let def = Definition::from_state(&state);
+        let table = plan::describe(&source, &def).await?;
+        state.adopt_description(&dest, &table).await?;
+    }
+    state.take_lease(&dest).await?;
+    let def = Definition::from_state(&state);
+    let table = state
+        .source_desc
+        .clone()
+        .ok_or_else(|| Error::Internal("the version has no source description".into()))?;
+    let plan = plan::build(&dest, &def, table).await?;
     plan.verify_staging(&dest).await?;
-    let url = config.source.replication_url();
-    let publication = &config.backfill.publication;
-    let batch = config.backfill.apply_batch_changes;
-    let mut follower =
-        Follower::start(Applier::new(plan), current, None, &url, publication, batch).await?;
+    let catalog = db::connect(&config.source, Role::Source).await?;
+    let cx = super::Context {
+        config,
+        source: &source,
+        cancel,
+    };
+    let opened = Follower::open(&cx, catalog, &mut state, &plan, None, until).await;
+    let mut follower = match opened {
+        Err(Error::Lost(reason)) => {
+            state.mark_lost(&mut dest, &reason).await?;
+            return Err(Error::Lost(format!(
+                "{reason}; rebuild it with `walfill backfill {}` (version {} configured)",
+                state.target, state.version
+            )));
+        }
+        other => other?,
+    };
     tracing::info!(
-        target = %version.target,
-        version = %version.version,
-        until = ?until.map(|l| l.to_string()),
+        target = %state.target,
+        version = %state.version,
+        from = %state.applied_lsn.unwrap_or_default(),
+        until = %until.map(|l| l.to_string()).unwrap_or_else(|| "stopped".into()),
         "following"
     );
-    let stop = follower.run(&mut dest, until, cancel).await?;
-    tracing::info!(target = %version.target, version = %version.version, ?stop, "stopped");
+    let applied = match follower.run(&mut dest, &mut state, cancel, "sync").await {
+        Err(Error::Interrupted) => return Ok(()),
+        other => other?,
+    };
+    tracing::info!(
+        target = %state.target,
+        version = %state.version,
+        applied = %state.applied_lsn.unwrap_or_default(),
+        changes = applied.changes,
+        "stopped following"
+    );
     Ok(())
 }

@@ -156,7 +156,7 @@ pub async fn install(source: &Client) -> Result<InstallReport> {
             .map_err(|e| failed("journaling every table and attaching truncate triggers", e))?;
         let setup_lsn = match row.get::<_, Option<String>>(2) {
             Some(text) => Some(text.parse::<Lsn>().map_err(|e| {
-                Error::State(format!(
+                Error::Internal(format!(
                     "the server returned an unreadable LSN {text:?}: {e}"
                 ))
             })?),

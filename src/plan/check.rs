@@ -1,9 +1,9 @@
-//! Building a [`Plan`]: the source's catalog, then the transform checked in
-//! the destination over a temporary table shaped like the source.
+//! Building a [`Plan`]: the source table's description, then the transform
+//! checked in the destination over a temporary table shaped like it.
 
-use tokio_postgres::Client;
-use walfill_snapshot::sql::{describe_pg_error, quote_ident};
-use walfill_snapshot::{ReplicaIdentity, SourceTable};
+use tokio_postgres::{Client, GenericClient};
+use walfill_core::sql::{describe_pg_error, quote_ident};
+use walfill_snapshot::{SnapshotError, SourceTable};
 
 use super::{Definition, HiddenColumn, OutputColumn, Plan, RESERVED_PREFIX, WORK_TABLE};
 use crate::error::{Error, Result};
@@ -13,29 +13,34 @@ use crate::error::{Error, Result};
 const SHAPE_TABLE: &str = "_walfill_shape";
 const CHECK_VIEW: &str = "_walfill_check";
 
-/// Checks `def` against the source and the destination and returns its plan.
-///
-/// Writes nothing but temporary objects of the destination session: the work
-/// table the apply uses afterwards stays, the rest is dropped.
-pub async fn build(source: &Client, dest: &Client, def: &Definition) -> Result<Plan> {
+/// Describes the source table a new version of `def` reads, by name, and
+/// checks the configured key against its row identity.
+pub async fn describe(source: &impl GenericClient, def: &Definition) -> Result<SourceTable> {
     let table = SourceTable::describe(source, &def.source.schema, &def.source.name).await?;
-    let problem = |text: String| Error::Problems(vec![format!("target {}: {text}", def.target)]);
-
     if let Some(key) = &def.key {
         let mut given = key.clone();
         let mut identity = table.key.clone();
         given.sort();
         identity.sort();
         if given != identity {
-            return Err(problem(format!(
-                "key = {:?}, but the row identity of {table} is {:?}; walfill keys versions by \
-                 the row identity so updates and deletes find their rows: set key = {:?} or \
-                 leave key out",
-                key, table.key, table.key
-            )));
+            return Err(Error::Problems(vec![format!(
+                "target {}: key = {:?}, but the row identity of {table} is {:?}; walfill keys \
+                 versions by the row identity so updates and deletes find their rows: set key \
+                 = {:?} or leave key out",
+                def.target, key, table.key, table.key
+            )]));
         }
     }
+    Ok(table)
+}
 
+/// Checks `def`'s transform over `table` (the source table as the version
+/// is planned) in the destination, and returns the plan.
+///
+/// Writes nothing but temporary objects of the destination session: the work
+/// table the apply uses afterwards stays, the rest is dropped.
+pub async fn build(dest: &Client, def: &Definition, table: SourceTable) -> Result<Plan> {
+    let problem = |text: String| Error::Problems(vec![format!("target {}: {text}", def.target)]);
     create_shaped(dest, SHAPE_TABLE, &table, false).await?;
     create_shaped(dest, WORK_TABLE, &table, true).await?;
 
@@ -45,7 +50,8 @@ pub async fn build(source: &Client, dest: &Client, def: &Definition) -> Result<P
         def.select
     );
     if let Some(filter) = &def.filter {
-        query.push_str(&format!(" WHERE {filter}"));
+        // Parenthesized, so the filter can only be a condition.
+        query.push_str(&format!(" WHERE ({filter})"));
     }
     let transform_error = |e: &tokio_postgres::Error| {
         let mut text = format!(
@@ -100,7 +106,8 @@ pub async fn build(source: &Client, dest: &Client, def: &Definition) -> Result<P
         .map(|r| r.get(0))
         .collect();
 
-    let mut problems = Vec::new();
+    let mut problems = row_by_row_problems(dest).await?;
+    let warnings = volatile_functions(dest).await?;
     for (i, out) in outputs.iter().enumerate() {
         if out.name == "?column?" {
             problems.push(format!(
@@ -134,9 +141,15 @@ pub async fn build(source: &Client, dest: &Client, def: &Definition) -> Result<P
         .map_err(|e| Error::destination("reading the check table", e))?
         .get(0);
     for key in &table.key {
-        let attnum = table.column(key).map(|c| c.attnum).unwrap_or(0);
+        // The shape table numbers the columns densely, in order.
+        let position = table
+            .columns
+            .iter()
+            .position(|c| &c.name == key)
+            .map(|p| p as i16 + 1)
+            .unwrap_or(0);
         let passes = statement.columns().iter().any(|c| {
-            c.name() == key && c.table_oid() == Some(shape_oid) && c.column_id() == Some(attnum)
+            c.name() == key && c.table_oid() == Some(shape_oid) && c.column_id() == Some(position)
         });
         if !passes {
             problems.push(format!(
@@ -159,29 +172,28 @@ pub async fn build(source: &Client, dest: &Client, def: &Definition) -> Result<P
     .await
     .map_err(|e| Error::destination("dropping the check objects", e))?;
 
-    let hidden = if table.replica_identity == ReplicaIdentity::Full {
-        // The old row arrives whole with every update; nothing to remember.
-        Vec::new()
-    } else {
-        referenced
-            .iter()
-            .filter(|name| !table.key.contains(name))
-            .filter_map(|name| table.column(name))
-            .filter(|c| c.toastable() && c.generated.is_none())
-            .map(|c| {
-                let column = format!("{RESERVED_PREFIX}src_{}", c.name);
-                HiddenColumn {
-                    source: c.name.clone(),
-                    column: if column.len() <= 63 {
-                        column
-                    } else {
-                        format!("{RESERVED_PREFIX}src_{}", c.attnum)
-                    },
-                    sql_type: c.sql_type.clone(),
-                }
-            })
-            .collect()
-    };
+    // Values an update leaves alone may arrive as "unchanged TOAST" for any
+    // varlena column, whatever its storage now and whatever the replica
+    // identity now (history may have been written under another): keep
+    // every such column the transform reads beside the derived row.
+    let hidden = referenced
+        .iter()
+        .filter(|name| !table.key.contains(name))
+        .filter_map(|name| table.column(name))
+        .filter(|c| c.toastable() && c.generated.is_none())
+        .map(|c| {
+            let column = format!("{RESERVED_PREFIX}src_{}", c.name);
+            HiddenColumn {
+                source: c.name.clone(),
+                column: if column.len() <= 63 {
+                    column
+                } else {
+                    format!("{RESERVED_PREFIX}src_{}", c.attnum)
+                },
+                sql_type: c.sql_type.clone(),
+            }
+        })
+        .collect();
 
     Ok(Plan {
         def: def.clone(),
@@ -190,7 +202,114 @@ pub async fn build(source: &Client, dest: &Client, def: &Definition) -> Result<P
         outputs,
         hidden,
         referenced,
+        warnings: warnings
+            .into_iter()
+            .map(|w| format!("target {}: {w}", def.target))
+            .collect(),
     })
+}
+
+/// Why the checked transform is not a row-by-row function of one source
+/// row: aggregates, window functions (also through a named `WINDOW`),
+/// set-returning functions, subqueries, other tables, grouping, ordering,
+/// limits or set operations. Read from the view's stored query tree, which
+/// sees through any wrapping expression.
+async fn row_by_row_problems(dest: &Client) -> Result<Vec<String>> {
+    let row = dest
+        .query_one(
+            "SELECT r.ev_action::text,
+                    ARRAY(SELECT DISTINCT d.refobjid::regclass::text FROM pg_depend d
+                           WHERE d.classid = 'pg_rewrite'::regclass AND d.objid = r.oid
+                             AND d.refclassid = 'pg_class'::regclass
+                             AND d.refobjid NOT IN (r.ev_class, $2::text::regclass))
+               FROM pg_rewrite r WHERE r.ev_class = $1::text::regclass",
+            &[
+                &format!("pg_temp.{CHECK_VIEW}"),
+                &format!("pg_temp.{SHAPE_TABLE}"),
+            ],
+        )
+        .await
+        .map_err(|e| Error::destination("reading the transform's query tree", e))?;
+    let tree: String = row.get(0);
+    let others: Vec<String> = row.get(1);
+    let mut problems = Vec::new();
+    let flag = |name: &str| tree.contains(&format!(":{name} true"));
+    let used = |name: &str| {
+        tree.contains(&format!(":{name} "))
+            && !tree.contains(&format!(":{name} <>"))
+            && !tree.contains(&format!(":{name} (b)"))
+    };
+    let rule = "walfill applies the transform to one source row at a time, as rows change";
+    if flag("hasWindowFuncs") || used("windowClause") {
+        problems.push(format!(
+            "the transform uses a window function, whose value depends on other rows; {rule}"
+        ));
+    }
+    if flag("hasAggs") || used("groupClause") || used("havingQual") || used("groupingSets") {
+        problems.push(format!(
+            "the transform uses an aggregate (or GROUP BY), whose value depends on other rows; \
+             {rule}"
+        ));
+    }
+    if flag("hasTargetSRFs") {
+        problems.push(format!(
+            "the transform calls a set-returning function, which makes several rows of one; \
+             {rule}"
+        ));
+    }
+    if flag("hasSubLinks") || !others.is_empty() || tree.contains(":rtekind 1 ") {
+        let what = if others.is_empty() {
+            String::new()
+        } else {
+            format!(" (it reads {})", others.join(", "))
+        };
+        problems.push(format!(
+            "the transform uses a subquery or another table{what}, whose result changes \
+             without the source row changing; {rule}"
+        ));
+    }
+    for clause in [
+        "distinctClause",
+        "sortClause",
+        "limitCount",
+        "limitOffset",
+        "setOperations",
+        "cteList",
+    ] {
+        if used(clause) {
+            problems.push(format!(
+                "the transform is not a plain select list and filter (it has {clause}); {rule}"
+            ));
+        }
+    }
+    Ok(problems)
+}
+
+/// Volatile functions the transform calls: each rebuild gives other values.
+async fn volatile_functions(dest: &Client) -> Result<Vec<String>> {
+    let names: Vec<String> = dest
+        .query(
+            "SELECT DISTINCT p.oid::regprocedure::text FROM pg_depend d
+               JOIN pg_rewrite r ON d.classid = 'pg_rewrite'::regclass AND d.objid = r.oid
+               JOIN pg_proc p ON d.refclassid = 'pg_proc'::regclass AND d.refobjid = p.oid
+              WHERE r.ev_class = $1::text::regclass AND p.provolatile = 'v'
+              ORDER BY 1",
+            &[&format!("pg_temp.{CHECK_VIEW}")],
+        )
+        .await
+        .map_err(|e| Error::destination("reading the transform's functions", e))?
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    Ok(names
+        .into_iter()
+        .map(|f| {
+            format!(
+                "the transform calls the volatile function {f}: a row's derived value may \
+                 differ between versions, and between a row copied and the same row replayed"
+            )
+        })
+        .collect())
 }
 
 /// Creates a temporary table with the source's columns (stored generated
@@ -224,4 +343,9 @@ async fn create_shaped(dest: &Client, name: &str, table: &SourceTable, work: boo
             describe_pg_error(&e)
         )])
     })
+}
+
+/// A source table that cannot be used, as a problem for setup's list.
+pub fn unusable(target: &str, e: &SnapshotError) -> Option<String> {
+    matches!(e, SnapshotError::Unusable { .. }).then(|| format!("target {target}: {e}"))
 }

@@ -12,10 +12,10 @@
 mod check;
 mod sql;
 
-pub use check::build;
+pub use check::{build, describe, unusable};
 pub use sql::BatchSql;
 
-use walfill_snapshot::sql::quote_ident;
+use walfill_core::sql::quote_ident;
 use walfill_snapshot::SourceTable;
 
 use crate::config::{QualifiedName, Target};
@@ -61,18 +61,11 @@ impl Definition {
 
     /// The definition recorded with an existing version.
     pub fn from_state(state: &VersionState) -> Definition {
-        let (schema, name) = state
-            .source_table
-            .split_once('.')
-            .unwrap_or(("public", &state.source_table));
         Definition {
             target: state.target.clone(),
             version: state.version.clone(),
             dest_schema: state.dest_schema.clone(),
-            source: QualifiedName {
-                schema: schema.to_string(),
-                name: name.to_string(),
-            },
+            source: state.source_name.clone(),
             key: Some(state.key_columns.clone()),
             select: state.select_sql.clone(),
             filter: state.filter_sql.clone(),
@@ -141,9 +134,26 @@ pub struct Plan {
     pub hidden: Vec<HiddenColumn>,
     /// Source columns the transform (select and filter) reads.
     pub referenced: Vec<String>,
+    /// What the operator should know about the transform (volatile functions).
+    pub warnings: Vec<String>,
 }
 
 impl Plan {
+    /// Whether the version needs the values of source column `name`: the
+    /// transform reads it, or it is part of the key.
+    pub fn reads(&self, name: &str) -> bool {
+        self.referenced.iter().any(|r| r == name) || self.key.iter().any(|k| k == name)
+    }
+
+    /// What the operator can do when the source changed under this version.
+    pub fn rebuild_hint(&self) -> String {
+        format!(
+            "configure a new version of target {} (and update its select if needed), then run \
+             `walfill backfill {}`",
+            self.def.target, self.def.target
+        )
+    }
+
     /// `"schema"."target__version"`.
     pub fn staging_table(&self) -> String {
         format!(
@@ -201,9 +211,9 @@ impl Plan {
                 .collect::<Vec<_>>()
                 .join(", ")
         };
-        Err(crate::error::Error::State(format!(
-            "staging table {} has columns ({}) but the transform now produces ({}): the source \
-             table changed shape; configure a new version of {} to rebuild it",
+        Err(crate::error::Error::SchemaChanged(format!(
+            "the version's table {} has columns ({}) but the transform produces ({}); \
+             configure a new version of {} to rebuild it",
             self.staging_table(),
             show(&found),
             show(&expected),

@@ -8,8 +8,8 @@
 //! would still lock and WAL-log the row), and the upsert's own `WHERE` keeps
 //! the rule under concurrency.
 
-use walfill_replay::Lsn;
-use walfill_snapshot::sql::{ident_list, quote_ident, quote_literal};
+use walfill_core::sql::{ident_list, quote_ident, quote_literal};
+use walfill_core::Lsn;
 use walfill_snapshot::SourceTable;
 
 use super::{Plan, WORK_TABLE};
@@ -236,6 +236,25 @@ impl Plan {
             x = self.keys_of("x"),
             a = self.keys_of(alias),
         )
+    }
+
+    /// `(key columns) > (values)`, the values typed as the key columns: the
+    /// keys after a snapshot chunk's cursor.
+    pub fn keys_after(&self, after: &[String]) -> String {
+        let values: Vec<String> = self
+            .key
+            .iter()
+            .zip(after)
+            .map(|(name, value)| {
+                let sql_type = self
+                    .source
+                    .column(name)
+                    .map(|c| c.sql_type.as_str())
+                    .unwrap_or("text");
+                format!("{}::{sql_type}", quote_literal(value))
+            })
+            .collect();
+        format!("({}) > ({})", self.keys(), values.join(", "))
     }
 
     /// A query returning a row when the staging table holds a key matching

@@ -7,20 +7,26 @@
 //! the columns the transform reads. Otherwise the backfill takes a
 //! snapshot, and the planner says exactly why.
 
+mod identity;
 mod scan;
 
+pub use identity::source_identity;
 pub use scan::{scan_journal, Scan};
+
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use tokio_postgres::Client;
+use tokio_util::sync::CancellationToken;
+use walfill_core::xid::precedes as xid_precedes;
+use walfill_core::Lsn;
 use walfill_replay::archive::{Archive, ArchiveError};
-use walfill_replay::decode::{is_supported, LostRelation};
-use walfill_replay::Lsn;
-use walfill_snapshot::SnapshotError;
+use walfill_replay::decode::{changed_without_rows, is_supported, LostRelation};
+use walfill_replay::SegmentNo;
 
 use crate::base::{find_bases, Manifest};
 use crate::config::Config;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::plan::Plan;
 
 /// The `--path` a backfill is asked to take.
@@ -114,20 +120,36 @@ impl Decision {
     }
 }
 
-/// Decides how the version of `plan` would be built now.
+/// Decides how the version of `plan` would be built now, from what the
+/// archive holds. A replay the archive cannot serve (WAL of another cluster
+/// or timeline, a gap, a loss) is a snapshot with the reason.
 pub async fn decide(config: &Config, source: &Client, plan: &Plan) -> Result<Decision> {
+    match decide_replay(config, source, plan).await {
+        Err(Error::History(reason)) => {
+            let source_lsn = crate::job::current_wal_lsn(source).await?;
+            Ok(Decision::snapshot(
+                reason,
+                plan.source.estimated_rows.max(0),
+                source_lsn,
+            ))
+        }
+        other => other,
+    }
+}
+
+async fn decide_replay(config: &Config, source: &Client, plan: &Plan) -> Result<Decision> {
     let rows = plan.source.estimated_rows.max(0);
     let row = source
         .query_one(
-            "SELECT d.oid, pg_current_wal_lsn()::text,
+            "SELECT d.oid, pg_current_wal_lsn(),
                     EXISTS (SELECT 1 FROM pg_event_trigger WHERE evtname LIKE 'walfill%')
                FROM pg_database d WHERE d.datname = current_database()",
             &[],
         )
         .await
-        .map_err(|e| SnapshotError::query("reading the source's position", e))?;
+        .map_err(|e| Error::source_query("reading the source's position", e))?;
     let database: u32 = row.get(0);
-    let source_lsn: Lsn = row.get::<_, String>(1).parse().unwrap_or_default();
+    let source_lsn: Lsn = row.get(1);
     let journal: bool = row.get(2);
     let Some(url) = &config.archive else {
         return Ok(Decision::snapshot(
@@ -144,6 +166,7 @@ pub async fn decide(config: &Config, source: &Client, plan: &Plan) -> Result<Dec
         ));
     }
     let archive = Archive::open(url)?;
+    let identity = source_identity(config).await?;
     let list = match archive.segments(None).await {
         Ok(list) => list,
         Err(ArchiveError::NoSegments { .. }) => {
@@ -200,16 +223,26 @@ pub async fn decide(config: &Config, source: &Client, plan: &Plan) -> Result<Dec
     let newest = segments[segments.len() - 1].segno;
     let scan = match &base {
         // The base is newer than the archived WAL: nothing to scan yet.
-        Some(b) if b.restart_lsn.segment(size) > newest => {
+        Some(b) if SegmentNo::containing(b.restart_lsn, size) > newest => {
             Scan::nothing(database, Some(&b.relation), b.restart_lsn)
         }
-        Some(b) => scan_journal(&archive, database, Some(&b.relation), b.restart_lsn, None).await?,
+        Some(b) => {
+            scan_journal(
+                &archive,
+                database,
+                &identity,
+                Some(&b.relation),
+                b.restart_lsn,
+                None,
+            )
+            .await?
+        }
         None => {
             let mut window = 1;
             loop {
                 let start = segments.len().saturating_sub(window).max(first);
                 let from = segments[start].segno.start_lsn(size);
-                let scan = scan_journal(&archive, database, None, from, None).await?;
+                let scan = scan_journal(&archive, database, &identity, None, from, None).await?;
                 // The window began before the oldest transaction that wrote
                 // the table's catalog rows (its creation, unless every row
                 // was rewritten since): looking further back finds nothing.
@@ -272,6 +305,37 @@ pub async fn decide(config: &Config, source: &Client, plan: &Plan) -> Result<Dec
             source_lsn,
         ));
     };
+    // WAL not archived yet may hold a schema change that rewrote values the
+    // replay would need: compare the archive's last description with the
+    // catalog's current one.
+    if let Some(now) = crate::catalog::describe(source, relid).await? {
+        let changed: Vec<_> = changed_without_rows(&relation, &now)
+            .into_iter()
+            .filter(|(attnum, _, _)| reads_attnum(plan, *attnum))
+            .collect();
+        if let Some((_, column, why)) = changed.first() {
+            return Ok(Decision::snapshot(
+                format!(
+                    "{}: column {column} {why} in WAL the archive does not hold yet (it ends at \
+                     {}), so its values were never written as row changes",
+                    plan.source, scan.end
+                ),
+                rows,
+                source_lsn,
+            ));
+        }
+        if now.file != relation.file {
+            return Ok(Decision::snapshot(
+                format!(
+                    "{} was rewritten (VACUUM FULL, CLUSTER or a schema change) in WAL the \
+                     archive does not hold yet (it ends at {})",
+                    plan.source, scan.end
+                ),
+                rows,
+                source_lsn,
+            ));
+        }
+    }
     for ((attr, ty), type_name) in relation
         .attrs
         .attrs
@@ -279,7 +343,7 @@ pub async fn decide(config: &Config, source: &Client, plan: &Plan) -> Result<Dec
         .zip(&relation.types)
         .zip(&relation.type_names)
     {
-        let read = plan.referenced.contains(&attr.name) || plan.key.contains(&attr.name);
+        let read = reads_attnum(plan, attr.attnum);
         if !attr.dropped && read && !ty.as_ref().is_some_and(is_supported) {
             return Ok(Decision::snapshot(
                 format!(
@@ -327,7 +391,7 @@ async fn oldest_catalog_xid(source: &Client, relid: u32) -> Result<Option<u32>> 
             &[&relid],
         )
         .await
-        .map_err(|e| SnapshotError::query("reading the table's catalog rows", e))?;
+        .map_err(|e| Error::source_query("reading the table's catalog rows", e))?;
     Ok(row
         .get::<_, Option<String>>(0)
         .and_then(|t| t.parse::<u32>().ok())
@@ -350,7 +414,7 @@ fn creation_start(scan: &Scan, relid: u32) -> Option<ReplayStart> {
 
 /// The first loss in `lost` that makes a replay of `plan` from `from`
 /// wrong: one of its table (or of an unknown table) at or after `from`,
-/// unless it concerns only a column the transform does not read.
+/// unless it concerns only a column the version does not read.
 pub fn blocking_loss<'a>(
     lost: &'a [LostRelation],
     plan: &Plan,
@@ -359,15 +423,41 @@ pub fn blocking_loss<'a>(
     lost.iter().find(|l| {
         (l.relid == plan.source.oid || l.relid == 0)
             && l.lsn >= from
-            && l.column
-                .as_ref()
-                .is_none_or(|c| plan.referenced.contains(c) || plan.key.contains(c))
+            && l.attnum.is_none_or(|a| reads_attnum(plan, a))
     })
 }
 
-/// `a` precedes `b` in PostgreSQL's circular xid order.
-fn xid_precedes(a: u32, b: u32) -> bool {
-    (a.wrapping_sub(b) as i32) < 0
+/// Whether the version reads the column with attribute number `attnum`.
+fn reads_attnum(plan: &Plan, attnum: i16) -> bool {
+    plan.source
+        .column_by_attnum(attnum)
+        .is_some_and(|c| plan.reads(&c.name))
+}
+
+/// Lets the archive catch up with the source before the planner looks at
+/// it (a table created minutes ago is in the segment being written): asks
+/// the source to switch segments and waits a little for the archiver. The
+/// planner decides on what is archived, whatever happens here, and compares
+/// it with the catalog for what is not.
+pub async fn archive_recent_wal(
+    config: &Config,
+    source: &Client,
+    cancel: &CancellationToken,
+) -> Result<()> {
+    let Some(url) = &config.archive else {
+        return Ok(());
+    };
+    let archive = Archive::open(url)?;
+    let now = crate::job::current_wal_lsn(source).await?;
+    let last = Lsn(now.0.saturating_sub(1));
+    let wait = Duration::from_secs(config.archive_settings.wait_seconds.min(30));
+    match crate::job::wait_for_archive(source, &archive, last, now, wait, cancel).await {
+        Err(Error::History(reason)) => {
+            tracing::info!(%reason, "the archive is behind the source; planning with what it holds");
+            Ok(())
+        }
+        other => other,
+    }
 }
 
 /// Prints a decision for `walfill plan`.
@@ -394,13 +484,20 @@ pub fn print(target: &str, decision: &Decision, json: bool) {
 }
 
 /// `walfill plan TARGET`: how the target's configured version would be
-/// built now, and why.
-pub async fn plan(config: &Config, name: &str, json: bool) -> Result<()> {
+/// built now, and why: the same decision `walfill backfill TARGET` takes.
+pub async fn plan(
+    config: &Config,
+    name: &str,
+    json: bool,
+    cancel: &CancellationToken,
+) -> Result<()> {
     let target = config.target(name)?;
     let source = crate::db::connect(&config.source, crate::db::Role::Source).await?;
     let dest = crate::db::connect(&config.destination, crate::db::Role::Destination).await?;
     let def = crate::plan::Definition::from_config(target);
-    let plan = crate::plan::build(&source, &dest, &def).await?;
+    let table = crate::plan::describe(&source, &def).await?;
+    let plan = crate::plan::build(&dest, &def, table).await?;
+    archive_recent_wal(config, &source, cancel).await?;
     let decision = decide(config, &source, &plan).await?;
     print(name, &decision, json);
     Ok(())

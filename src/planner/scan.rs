@@ -2,12 +2,12 @@
 //! catalog journal: which tables were created where, their schemas, which
 //! ones the journal lost track of, and where decoding may restart.
 
+use walfill_core::{Lsn, RowChange};
 use walfill_replay::archive::{Archive, ReadOptions};
 use walfill_replay::decode::{
-    decode_segments, Catalog, Creation, DecodeOptions, Decoder, LostRelation, NewRelation,
-    RelationSchema, Sink, SinkError, TxnInfo,
+    decode_segments, Catalog, Creation, DecodeOptions, Decoder, Identity, LostRelation,
+    NewRelation, RelationSchema, Sink, SinkError, TxnInfo,
 };
-use walfill_replay::{Lsn, RowChange};
 
 use crate::error::{Error, Result};
 
@@ -66,14 +66,16 @@ impl Sink for Discard {
 
 /// Scans the WAL of database `database` in the archive from `from` to the
 /// end of the archive (or `to`), starting with the tables of `known` (the
-/// relation of a base snapshot).
+/// relation of a base snapshot). WAL that is not `identity`'s is an error.
 pub async fn scan_journal(
     archive: &Archive,
     database: u32,
+    identity: &Identity,
     known: Option<&NewRelation>,
     from: Lsn,
     to: Option<Lsn>,
 ) -> Result<Scan> {
+    let identity = identity.clone();
     let catalog = seeded(database, known);
     let runtime = tokio::runtime::Handle::current();
     let archive = archive.clone();
@@ -83,6 +85,7 @@ pub async fn scan_journal(
             only: Some(Default::default()),
             journal_only: true,
             strict_types: false,
+            identity: Some(identity),
             ..DecodeOptions::default()
         };
         let mut decoder = Decoder::new(catalog, options);
@@ -97,5 +100,5 @@ pub async fn scan_journal(
         })
     })
     .await
-    .map_err(|e| Error::State(format!("the journal scan failed: {e}")))?
+    .map_err(|e| Error::Internal(format!("the journal scan failed: {e}")))?
 }

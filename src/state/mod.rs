@@ -5,10 +5,12 @@
 //! after them; a batch of applied changes and the LSN after them; a view swap
 //! and the record of which version is active.
 
-mod replay;
+pub mod lock;
+mod transition;
 mod version;
 
-pub use version::{NewVersion, Phase, VersionState};
+pub use transition::FillStart;
+pub use version::{NewVersion, Path, Phase, VersionState};
 
 use tokio_postgres::{Client, GenericClient};
 
@@ -34,7 +36,7 @@ pub async fn require(client: &impl GenericClient) -> Result<()> {
     if present {
         Ok(())
     } else {
-        Err(Error::State(
+        Err(Error::Request(
             "the destination has no walfill state schema; run `walfill setup` first".into(),
         ))
     }
@@ -82,18 +84,4 @@ pub async fn target_state(client: &impl GenericClient, target: &str) -> Result<T
             previous: r.get(1),
         })
         .unwrap_or_default())
-}
-
-/// A session-level advisory lock on the destination naming one piece of work.
-/// It is released when the session ends, so a killed process never leaves it
-/// behind.
-pub async fn try_lock(client: &Client, name: &str) -> Result<bool> {
-    client
-        .query_one(
-            "SELECT pg_try_advisory_lock(hashtextextended($1, 7472616))",
-            &[&format!("walfill:{name}")],
-        )
-        .await
-        .map(|r| r.get(0))
-        .map_err(|e| Error::destination("taking walfill's lock", e))
 }

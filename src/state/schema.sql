@@ -1,4 +1,5 @@
--- walfill's state in the destination database. Idempotent.
+-- walfill's state in the destination database. Idempotent: every run of
+-- `walfill setup` brings an older schema up to date.
 CREATE SCHEMA IF NOT EXISTS walfill;
 
 -- One row per version of a target: its definition, its phase and its progress.
@@ -62,3 +63,19 @@ ALTER TABLE walfill.versions ADD COLUMN IF NOT EXISTS restart_lsn pg_lsn;
 ALTER TABLE walfill.versions ADD COLUMN IF NOT EXISTS replay_base jsonb;
 ALTER TABLE walfill.versions ADD COLUMN IF NOT EXISTS path_reason text;
 ALTER TABLE walfill.versions ADD COLUMN IF NOT EXISTS replayed_lsn pg_lsn;
+
+-- Added with relations identified by OID: the source table's OID and its
+-- name as parts (the name only for people), the table as the version was
+-- planned (columns by attribute number), and the columns the live stream
+-- sends as of applied_lsn.
+ALTER TABLE walfill.versions ADD COLUMN IF NOT EXISTS source_relid oid;
+ALTER TABLE walfill.versions ADD COLUMN IF NOT EXISTS source_schema text;
+ALTER TABLE walfill.versions ADD COLUMN IF NOT EXISTS source_name text;
+ALTER TABLE walfill.versions ADD COLUMN IF NOT EXISTS source_desc jsonb;
+ALTER TABLE walfill.versions ADD COLUMN IF NOT EXISTS stream_desc jsonb;
+-- The fencing token: raised by every process that takes the version over,
+-- and checked by every transaction that stores into it.
+ALTER TABLE walfill.versions ADD COLUMN IF NOT EXISTS lease bigint NOT NULL DEFAULT 0;
+-- Why the version lost changes for good (its slot is gone), when it did: it
+-- cannot be published until it is rebuilt.
+ALTER TABLE walfill.versions ADD COLUMN IF NOT EXISTS lost text;

@@ -7,7 +7,7 @@ use std::process::{Command, Output};
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use walfill_replay::{Lsn, SegmentName};
+use walfill_replay::{Lsn, SegmentName, SegmentNo};
 
 use super::{decode_segments, lsn, wait_until, LocalArchive, COUNTER};
 use crate::support::cluster::connect;
@@ -226,7 +226,7 @@ fn wal_push_as_archive_command() {
     }
     let last_name = SegmentName {
         timeline: walfill_replay::TimelineId(1),
-        segno: last.segment(u64::from(MIB)),
+        segno: SegmentNo::containing(last, u64::from(MIB)),
     }
     .file_name(u64::from(MIB));
     wait_until(Duration::from_secs(60), "the cluster to archive", || {

@@ -145,7 +145,7 @@ fn archive_and_push_to_s3() {
         read.into_iter().map(|s| s.bytes).collect()
     });
     assert!(segments.len() >= 2, "only {} segments", segments.len());
-    let mut segno = start.segment(u64::from(size));
+    let mut segno = SegmentNo::containing(start, u64::from(size));
     for bytes in &segments {
         let name = segment_file(segno, size);
         let theirs = std::fs::read(server_archive().join(&name)).expect("the cluster's copy");
@@ -159,7 +159,7 @@ fn archive_and_push_to_s3() {
     assert!(records > 20000, "only {records} records");
 
     // The same file pushed by wal-push: already there, byte for byte.
-    let name = segment_file(start.segment(u64::from(size)), size);
+    let name = segment_file(SegmentNo::containing(start, u64::from(size)), size);
     let out = walfill.run(&[
         "wal-push",
         server_archive().join(&name).to_str().expect("utf-8"),

@@ -7,6 +7,7 @@ use super::{
     wait_server_archived, wait_until, LocalArchive, Running, SlotGuard,
 };
 use crate::support::{TestDb, Walfill};
+use walfill_replay::SegmentNo;
 
 /// The slot `walfill archive` creates by default for a configuration.
 fn default_slot(config_text: &str, dir: &std::path::Path) -> String {
@@ -43,7 +44,7 @@ fn archive_keeps_up_with_several_segments() {
         .expect("a segment file")
         .segno;
     assert!(
-        first_segno <= before.segment(u64::from(size)),
+        first_segno <= SegmentNo::containing(before, u64::from(size)),
         "the archive starts at {first}, after {before}"
     );
     let slot_type = db.value(&format!(
@@ -110,7 +111,7 @@ fn partial_tail_is_stored_every_flush_interval() {
     );
     let written = current_lsn(&db);
     let waited = Instant::now();
-    let name = super::segment_file(written.segment(u64::from(size)), size);
+    let name = super::segment_file(SegmentNo::containing(written, u64::from(size)), size);
     let offset = written.segment_offset(u64::from(size)) as usize;
     wait_until(Duration::from_secs(30), "the tail in the archive", || {
         let files = archive.files();

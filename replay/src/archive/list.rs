@@ -204,7 +204,7 @@ impl Archive {
             (None, None) => self.segment_size().await?,
         };
         let size = u64::from(segment_size);
-        let first = from.map_or(SegmentNo(0), |lsn| lsn.segment(size));
+        let first = from.map_or(SegmentNo(0), |lsn| SegmentNo::containing(lsn, size));
         let mut segments: Vec<ArchivedSegment> = raw
             .entries
             .into_iter()
@@ -246,7 +246,7 @@ impl Archive {
                 let size = u64::from(size);
                 let mut name = SegmentName {
                     timeline,
-                    segno: from.segment(size),
+                    segno: SegmentNo::containing(from, size),
                 }
                 .file_name(size);
                 name.truncate(23);

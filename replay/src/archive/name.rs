@@ -132,7 +132,7 @@ mod tests {
     fn names_with_16_mib_segments() {
         let seg = 16 * MIB;
         // 0/3000028 is in segment 3; 1/FF000000 in segment 256 + 255.
-        let segno = Lsn(0x1_FF00_0000).segment(u64::from(seg)).0;
+        let segno = SegmentNo::containing(Lsn(0x1_FF00_0000), u64::from(seg)).0;
         let cases = [
             (file(1, 3, false, false), "000000010000000000000003"),
             (file(1, 3, false, true), "000000010000000000000003.zst"),

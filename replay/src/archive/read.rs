@@ -17,7 +17,7 @@ use object_store::path::Path;
 use object_store::ObjectStoreExt;
 use tokio::task::JoinHandle;
 
-use crate::lsn::{Lsn, SegmentName, TimelineId};
+use crate::lsn::{Lsn, SegmentName, SegmentNo, TimelineId};
 
 use super::codec;
 use super::error::ArchiveError;
@@ -166,7 +166,7 @@ impl Archive {
                 list.segments.clear();
                 return Ok(list);
             }
-            Some(to) => Some(Lsn(to.0 - 1).segment(size)),
+            Some(to) => Some(SegmentNo::containing(Lsn(to.0 - 1), size)),
             None => None,
         };
         let in_range = |s: &&ArchivedSegment| last.is_none_or(|l| s.name.segno <= l);
@@ -190,7 +190,7 @@ impl Archive {
             }
         };
         let mut plan = Vec::new();
-        let mut segno = from.segment(size);
+        let mut segno = SegmentNo::containing(from, size);
         while last.is_none_or(|l| segno <= l) {
             let name = SegmentName { timeline, segno };
             let lsn = segno.start_lsn(size).max(from);

@@ -59,6 +59,7 @@ impl RelationSchema {
             .zip(&r.type_names)
             .filter(|(a, _)| !a.dropped)
             .map(|(a, type_name)| Column {
+                attnum: a.attnum,
                 name: a.name.clone(),
                 type_oid: a.type_oid,
                 type_modifier: a.typmod,

@@ -60,6 +60,15 @@ pub enum ReplayError {
     /// Archived WAL could not be read (a missing or corrupt segment, storage).
     #[error(transparent)]
     Archive(#[from] crate::archive::ArchiveError),
+    /// The WAL is not the source's: another cluster's, or an abandoned
+    /// timeline's.
+    #[error("{reason} (segment {file})")]
+    Foreign {
+        /// The segment file.
+        file: String,
+        /// Whose it is.
+        reason: String,
+    },
     /// The WAL in a segment file is damaged.
     #[error("WAL at {lsn} in segment {file}: {reason}")]
     Damaged {

@@ -72,6 +72,8 @@ struct JAttr {
     missing: Option<String>,
     #[serde(default)]
     type_name: String,
+    #[serde(default)]
+    generated: String,
 }
 
 #[derive(Deserialize)]
@@ -139,6 +141,7 @@ pub fn parse(content: &[u8], database: u32) -> Result<JournalMessage, String> {
                 storage: Storage::from_code(code(&a.storage)).unwrap_or(Storage::Plain),
                 dropped: a.dropped,
                 missing: a.missing,
+                generated: !a.generated.is_empty(),
             });
         }
         updates.push(JournalUpdate::Upsert(NewRelation {
@@ -242,8 +245,10 @@ pub struct LostRelation {
     /// Why.
     pub reason: String,
     /// When only one column's values are lost: the changes stay right for
-    /// a consumer that does not read it.
+    /// a consumer that does not read it. Its name then.
     pub column: Option<String>,
+    /// That column's attribute number (its identity).
+    pub attnum: Option<i16>,
 }
 
 /// Journal entries of transactions not yet committed, and the catalog each
@@ -271,6 +276,7 @@ enum Pending {
         relid: u32,
         name: String,
         column: String,
+        attnum: i16,
         reason: String,
     },
 }
@@ -357,6 +363,34 @@ impl JournalTracker {
         }
     }
 
+    /// Changes of relation `relid` from `lsn` on cannot be decoded.
+    pub(crate) fn lost_changes(
+        &mut self,
+        relid: u32,
+        name: String,
+        lsn: crate::lsn::Lsn,
+        reason: String,
+    ) {
+        // The latest loss of a relation is enough to tell whether a replay
+        // from any point is affected (see how losses are read).
+        if let Some(known) = self
+            .lost
+            .iter_mut()
+            .find(|l| l.relid == relid && l.column.is_none() && l.reason == reason)
+        {
+            known.lsn = known.lsn.max(lsn);
+            return;
+        }
+        self.lost.push(LostRelation {
+            relid,
+            name,
+            lsn,
+            reason,
+            column: None,
+            attnum: None,
+        });
+    }
+
     /// A top-level transaction aborted (or crashed).
     pub(crate) fn aborted(&mut self, top: u32) {
         self.unseen.remove(&top);
@@ -416,6 +450,7 @@ impl JournalTracker {
                                          (which a snapshot backfill writes) can replace them"
                                     .into(),
                                 column: None,
+                                attnum: None,
                             });
                         }
                     }
@@ -425,6 +460,7 @@ impl JournalTracker {
                     relid,
                     name,
                     column,
+                    attnum,
                     reason,
                 } => self.lost.push(LostRelation {
                     relid,
@@ -432,6 +468,7 @@ impl JournalTracker {
                     lsn,
                     reason: format!("column {column} {reason}"),
                     column: Some(column),
+                    attnum: Some(attnum),
                 }),
                 Pending::Failed(relids) => {
                     let reason = "the catalog journal failed to record a change".to_string();
@@ -442,6 +479,7 @@ impl JournalTracker {
                             lsn,
                             reason: reason.clone(),
                             column: None,
+                            attnum: None,
                         });
                     }
                     for relid in relids {
@@ -456,6 +494,7 @@ impl JournalTracker {
                             lsn,
                             reason: reason.clone(),
                             column: None,
+                            attnum: None,
                         });
                     }
                 }
@@ -476,6 +515,7 @@ impl JournalTracker {
                              (VACUUM FULL or CLUSTER)"
                         .into(),
                     column: None,
+                    attnum: None,
                 });
             }
         }
@@ -484,7 +524,23 @@ impl JournalTracker {
 
 /// Columns whose stored values a schema change from `old` to `new` changed
 /// without row changes in the WAL: a column added with a default existing
-/// rows take, or retyped (or added) while the table was rewritten.
+/// rows take, or retyped (or added) while the table was rewritten. Each as
+/// `(attnum, name, why)`.
+pub fn changed_without_rows(old: &NewRelation, new: &NewRelation) -> Vec<(i16, String, String)> {
+    rewritten_columns(old, new)
+        .into_iter()
+        .filter_map(|p| match p {
+            Pending::Rewritten {
+                attnum,
+                column,
+                reason,
+                ..
+            } => Some((attnum, column, reason)),
+            _ => None,
+        })
+        .collect()
+}
+
 fn rewritten_columns(old: &NewRelation, new: &NewRelation) -> Vec<Pending> {
     let rewrite = old.file != new.file;
     let mut out = Vec::new();
@@ -502,14 +558,14 @@ fn rewritten_columns(old: &NewRelation, new: &NewRelation) -> Vec<Pending> {
             Some(o) if rewrite && (o.type_oid != attr.type_oid || o.typmod != attr.typmod) => {
                 "changed type, and the table was rewritten with converted values".to_string()
             }
-            // Changes name columns: earlier ones name it differently.
-            Some(o) if o.name != attr.name => format!("was renamed (from {})", o.name),
+            // A rename changes nothing: columns are matched by number.
             _ => continue,
         };
         out.push(Pending::Rewritten {
             relid: new.oid,
             name: format!("{}.{}", new.schema, new.name),
             column: attr.name.clone(),
+            attnum: attr.attnum,
             reason,
         });
     }

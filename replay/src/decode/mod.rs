@@ -20,6 +20,7 @@
 
 mod catalog;
 mod error;
+mod identity;
 mod journal;
 mod reorder;
 mod row;
@@ -29,9 +30,10 @@ mod typeinfo;
 
 pub use catalog::{Catalog, CatalogSnapshot, NewRelation, RelationSchema};
 pub use error::{ReplayError, SinkError};
+pub use identity::Identity;
 pub use journal::{
-    parse as parse_journal, Creation, JournalMessage, JournalUpdate, LostRelation,
-    ERROR_PREFIX as JOURNAL_ERROR_PREFIX, PREFIX as JOURNAL_PREFIX,
+    changed_without_rows, parse as parse_journal, Creation, JournalMessage, JournalUpdate,
+    LostRelation, ERROR_PREFIX as JOURNAL_ERROR_PREFIX, PREFIX as JOURNAL_PREFIX,
 };
 pub use row::{is_supported, UnsupportedColumn};
 pub use segments::{decode_segments, FeedOutcome};
@@ -43,11 +45,14 @@ use std::path::PathBuf;
 use crate::change::{Datum, RowChange};
 use crate::lsn::Lsn;
 use crate::tuple::decode_chunk;
-use crate::wal::{interpret, PgMajor, Record, RmgrId, TupleFragment, WalEvent};
+use crate::wal::{interpret, PgMajor, Record, RelFileLocator, RmgrId, TupleFragment, WalEvent};
 
 use journal::JournalTracker;
 use reorder::{xid_precedes, ReorderBuffer};
 use row::decode_row;
+
+/// `wal_level` = logical in a parameter-change record.
+const WAL_LEVEL_LOGICAL: i32 = 2;
 
 /// A committed transaction as the sink sees it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -94,6 +99,15 @@ pub struct DecodeOptions {
     /// Follow only transactions and the catalog journal: skip every data
     /// record (a fast scan for schemas, creations and restart points).
     pub journal_only: bool,
+    /// Decode every change to a relation file created while decoding,
+    /// whatever transaction made it. For a replay from a table's creation:
+    /// no change to a table can come before the record that creates its
+    /// file, so a transaction that began before decoding started (and so
+    /// cannot be seen whole) is still seen whole for the table's files.
+    pub follow_new_files: bool,
+    /// Whose WAL it must be: WAL of another cluster, or of a timeline the
+    /// source's history does not go through, is refused.
+    pub identity: Option<Identity>,
 }
 
 impl Default for DecodeOptions {
@@ -106,6 +120,8 @@ impl Default for DecodeOptions {
             strict_types: true,
             unsupported_as_null: false,
             journal_only: false,
+            follow_new_files: false,
+            identity: None,
         }
     }
 }
@@ -134,6 +150,11 @@ pub struct Decoder {
     restart_points: Vec<(Lsn, u32)>,
     unsupported: BTreeSet<UnsupportedColumn>,
     stats: DecodeStats,
+    /// Relation files created while decoding (with `follow_new_files`).
+    new_files: rustc_hash::FxHashSet<RelFileLocator>,
+    /// The server's `wal_level` since the last parameter-change record
+    /// (0 minimal, 1 replica, 2 logical); `None` before one.
+    wal_level: Option<i32>,
 }
 
 impl Decoder {
@@ -152,6 +173,8 @@ impl Decoder {
             restart_points: Vec::new(),
             unsupported: BTreeSet::new(),
             stats: DecodeStats::default(),
+            new_files: Default::default(),
+            wal_level: None,
         }
     }
 
@@ -176,6 +199,11 @@ impl Decoder {
     /// Transactions begun and not yet finished.
     pub fn open_transactions(&self) -> usize {
         self.reorder.open_transactions()
+    }
+
+    /// Whose WAL the decoder accepts, when told.
+    pub fn identity(&self) -> Option<&Identity> {
+        self.options.identity.as_ref()
     }
 
     /// The catalog as of the last commit decoded (journal entries applied).
@@ -222,6 +250,12 @@ impl Decoder {
             if matches!(record.rmid, RmgrId::HEAP | RmgrId::HEAP2) {
                 if let Some(block) = record.blocks.first() {
                     self.note_unknown(top, &block.rel);
+                    if self.wal_level.is_some_and(|l| l < WAL_LEVEL_LOGICAL) {
+                        let catalog = self.journal.catalog_for(top, &self.catalog);
+                        if let Some(rel) = catalog.by_file(&block.rel).cloned() {
+                            self.check_wal_level(&rel, lsn);
+                        }
+                    }
                 }
             }
             return Ok(());
@@ -281,12 +315,15 @@ impl Decoder {
             }
             WalEvent::Insert(ins) => {
                 self.snapshot(top);
-                let Some(tuple) = ins.tuple.as_ref() else {
-                    return Ok(());
-                };
-                if !self.reorder.tracked(top) {
+                if !self.follows(top, &ins.rel) {
                     return Ok(());
                 }
+                let Some(tuple) = ins.tuple.as_ref() else {
+                    if !ins.on_toast_relation() {
+                        self.not_logical(top, &ins.rel, lsn, "an insert");
+                    }
+                    return Ok(());
+                };
                 if ins.on_toast_relation() {
                     return self.toast_chunk(top, tuple, lsn);
                 }
@@ -296,6 +333,7 @@ impl Decoder {
                 let Some(rel) = self.relation(top, &ins.rel) else {
                     return Ok(());
                 };
+                self.check_wal_level(&rel, lsn);
                 let new = self.row(&rel, top, tuple, lsn)?;
                 let change = RowChange::Insert {
                     relation: rel.relation.clone(),
@@ -304,24 +342,28 @@ impl Decoder {
                 let txn = self.reorder.txn(top);
                 txn.toast.clear();
                 if ins.is_speculative() {
-                    txn.speculative = Some((record.xid, change));
+                    txn.speculative = Some((record.xid, lsn.0, change));
                 } else {
-                    self.add(top, record.xid, change)?;
+                    self.add(top, record.xid, lsn, change)?;
                 }
             }
             WalEvent::MultiInsert(multi) => {
                 self.snapshot(top);
-                if !self.reorder.tracked(top) || multi.rel.db != self.catalog.database {
+                if !self.follows(top, &multi.rel) || multi.rel.db != self.catalog.database {
                     return Ok(());
                 }
                 if let Some(rel) = self.relation(top, &multi.rel) {
+                    self.check_wal_level(&rel, lsn);
+                    if multi.tuples.is_empty() {
+                        self.not_logical(top, &multi.rel, lsn, "an insert");
+                    }
                     for tuple in &multi.tuples {
                         let new = self.row(&rel, top, tuple, lsn)?;
                         let change = RowChange::Insert {
                             relation: rel.relation.clone(),
                             new,
                         };
-                        self.add(top, record.xid, change)?;
+                        self.add(top, record.xid, lsn, change)?;
                     }
                 }
                 if multi.is_last_in_multi() {
@@ -330,10 +372,15 @@ impl Decoder {
             }
             WalEvent::Update(up) => {
                 self.snapshot(top);
-                if !self.reorder.tracked(top) || up.rel.db != self.catalog.database {
+                if !self.follows(top, &up.rel) || up.rel.db != self.catalog.database {
                     return Ok(());
                 }
-                let (Some(rel), Some(new)) = (self.relation(top, &up.rel), up.new.as_ref()) else {
+                let Some(rel) = self.relation(top, &up.rel) else {
+                    return Ok(());
+                };
+                self.check_wal_level(&rel, lsn);
+                let Some(new) = up.new.as_ref() else {
+                    self.not_logical(top, &up.rel, lsn, "an update");
                     return Ok(());
                 };
                 let new = self.row(&rel, top, new, lsn)?;
@@ -347,11 +394,11 @@ impl Decoder {
                     old,
                     new,
                 };
-                self.add(top, record.xid, change)?;
+                self.add(top, record.xid, lsn, change)?;
             }
             WalEvent::Delete(del) => {
                 self.snapshot(top);
-                if !self.reorder.tracked(top) {
+                if !self.follows(top, &del.rel) {
                     return Ok(());
                 }
                 if del.is_super() {
@@ -367,27 +414,36 @@ impl Decoder {
                 let Some(rel) = self.relation(top, &del.rel) else {
                     return Ok(());
                 };
+                self.check_wal_level(&rel, lsn);
                 let old = match &del.old {
                     Some(old) => self.row(&rel, top, old, lsn)?,
+                    // A table with a row identity always logs the old key at
+                    // wal_level=logical; one without has none to log.
+                    None if rel.spec.full_identity || !rel.spec.key.is_empty() => {
+                        self.not_logical(top, &del.rel, lsn, "a delete");
+                        return Ok(());
+                    }
                     None => Vec::new(),
                 };
                 let change = RowChange::Delete {
                     relation: rel.relation.clone(),
                     old,
                 };
-                self.add(top, record.xid, change)?;
+                self.add(top, record.xid, lsn, change)?;
             }
             WalEvent::Truncate(t) => {
                 self.snapshot(top);
-                if !self.reorder.tracked(top) || t.db != self.catalog.database {
+                if t.db != self.catalog.database {
                     return Ok(());
                 }
+                let tracked = self.reorder.tracked(top);
                 let catalog = self.journal.catalog_for(top, &self.catalog);
                 let relations: Vec<_> = t
                     .relids
                     .iter()
                     .filter_map(|oid| catalog.by_oid(*oid))
                     .filter(|r| self.wanted(r.spec.oid))
+                    .filter(|r| tracked || self.is_new_file(&r.spec.file))
                     .map(|r| r.relation.clone())
                     .collect();
                 if !relations.is_empty() {
@@ -396,14 +452,14 @@ impl Decoder {
                         cascade: t.cascade,
                         restart_seqs: t.restart_seqs,
                     };
-                    self.add(top, record.xid, change)?;
+                    self.add(top, record.xid, lsn, change)?;
                 }
             }
             WalEvent::Confirm(_) => {
                 self.snapshot(top);
                 let txn = self.reorder.txn(top);
-                if let Some((subxid, change)) = txn.speculative.take() {
-                    self.add(top, subxid, change)?;
+                if let Some((subxid, at, change)) = txn.speculative.take() {
+                    self.add(top, subxid, Lsn(at), change)?;
                 }
             }
             WalEvent::LogicalMessage(m) => {
@@ -430,12 +486,18 @@ impl Decoder {
                             prefix,
                             content: m.payload,
                         };
-                        self.add(top, record.xid, change)?;
+                        self.add(top, record.xid, lsn, change)?;
                     }
                 } else if self.reorder.consistent() && lsn >= self.options.emit_from {
                     sink.message(lsn, &prefix, &m.payload)
                         .map_err(ReplayError::Sink)?;
                 }
+            }
+            WalEvent::SmgrCreate { rel, .. } if self.options.follow_new_files => {
+                self.new_files.insert(rel);
+            }
+            WalEvent::ParameterChange { wal_level } => {
+                self.wal_level = Some(wal_level);
             }
             // An in-place catalog update by a transaction gives it a
             // snapshot too (PostgreSQL 15-17).
@@ -490,9 +552,69 @@ impl Decoder {
         }
     }
 
-    fn add(&mut self, top: u32, subxid: u32, change: RowChange) -> Result<(), ReplayError> {
+    fn add(
+        &mut self,
+        top: u32,
+        subxid: u32,
+        lsn: Lsn,
+        change: RowChange,
+    ) -> Result<(), ReplayError> {
         self.stats.changes += 1;
-        self.reorder.add(top, subxid, change)
+        self.reorder.add(top, subxid, lsn, change)
+    }
+
+    /// Whether changes to `file` by top-level `top` are decoded: `top`
+    /// began after decoding could see transactions whole, or the file was
+    /// created while decoding (with `follow_new_files`).
+    fn follows(&self, top: u32, file: &RelFileLocator) -> bool {
+        self.reorder.tracked(top) || self.is_new_file(file)
+    }
+
+    fn is_new_file(&self, file: &RelFileLocator) -> bool {
+        self.options.follow_new_files && self.new_files.contains(file)
+    }
+
+    /// A change of `rel` under a `wal_level` below logical lacks what
+    /// decoding needs (a delete's old key; an insert's data may sit only in
+    /// a full-page image): its relation is lost from here.
+    fn check_wal_level(&mut self, rel: &RelationSchema, lsn: Lsn) {
+        if self
+            .wal_level
+            .is_some_and(|level| level < WAL_LEVEL_LOGICAL)
+        {
+            self.journal.lost_changes(
+                rel.spec.oid,
+                rel.qualified_name(),
+                lsn,
+                "it was changed while the server ran with wal_level below logical, which \
+                 leaves out what decoding needs"
+                    .into(),
+            );
+        }
+    }
+
+    /// A heap record of `file` without the data logical decoding needs.
+    fn not_logical(&mut self, top: u32, file: &RelFileLocator, lsn: Lsn, what: &str) {
+        if file.db != self.catalog.database {
+            return;
+        }
+        let catalog = self.journal.catalog_for(top, &self.catalog);
+        let Some(rel) = catalog
+            .by_file(file)
+            .filter(|r| self.wanted(r.spec.oid))
+            .cloned()
+        else {
+            return;
+        };
+        self.journal.lost_changes(
+            rel.spec.oid,
+            rel.qualified_name(),
+            lsn,
+            format!(
+                "{what} at {lsn} was logged without the row data logical decoding needs (WAL \
+                 written with wal_level below logical)"
+            ),
+        );
     }
 
     fn toast_chunk(

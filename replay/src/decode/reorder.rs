@@ -3,7 +3,11 @@
 //!
 //! Subtransactions are folded into their top-level transaction as soon as
 //! the WAL ties them to it; a rolled-back subtransaction's changes are
-//! dropped, an aborted transaction's entirely. A prepared transaction waits
+//! dropped, an aborted transaction's entirely. A subtransaction whose tie
+//! to its parent was logged before decoding started (possible only when
+//! decoding follows new relation files, see `DecodeOptions`) is buffered on
+//! its own until the parent's commit record names it, and its changes are
+//! then merged with the parent's in LSN order. A prepared transaction waits
 //! for `COMMIT PREPARED`. Memory is bounded: when the buffered changes of
 //! all transactions exceed the limit, the largest transaction's changes go
 //! to a spill file, read back at its commit.
@@ -17,13 +21,10 @@ use crate::tuple::ToastChunks;
 use crate::wal::RunningXacts;
 
 use super::error::ReplayError;
-use super::spill::{push_frame, Frames, Registry, SpillFile};
+use super::spill::{push_frame, FrameCursor, Framed, Frames, Registry, SpillFile};
 use super::{Sink, TxnInfo};
 
-/// `a` precedes `b` in PostgreSQL's circular xid order.
-pub(crate) fn xid_precedes(a: u32, b: u32) -> bool {
-    (a.wrapping_sub(b) as i32) < 0
-}
+pub(crate) use walfill_core::xid::precedes as xid_precedes;
 
 /// One open top-level transaction.
 #[derive(Debug, Default)]
@@ -37,8 +38,17 @@ pub(crate) struct Txn {
     prepared: bool,
     /// TOAST chunks written by the transaction, for its next row.
     pub(crate) toast: ToastChunks,
-    /// A speculative insert waiting for its confirmation.
-    pub(crate) speculative: Option<(u32, RowChange)>,
+    /// A speculative insert waiting for its confirmation: the subxid, the
+    /// LSN of its record and the change.
+    pub(crate) speculative: Option<(u32, u64, RowChange)>,
+    /// Subtransactions buffered before they were known to be this one's.
+    orphans: Vec<Txn>,
+}
+
+impl Txn {
+    fn memory(&self) -> usize {
+        self.frames.capacity() + self.orphans.iter().map(Txn::memory).sum::<usize>()
+    }
 }
 
 /// What the buffer holds and where decoding may start emitting.
@@ -106,32 +116,35 @@ impl ReorderBuffer {
         let top = self.top(top);
         self.parent.insert(sub, top);
         if let Some(early) = self.txns.remove(&sub) {
-            // Changes made before the tie was known: only possible for WAL
-            // written without wal_level=logical's top-level xid fragments.
-            if early.spill.is_some() || !early.frames.is_empty() {
-                return Err(ReplayError::Transactions {
-                    lsn,
-                    message: format!(
-                        "subtransaction {sub} wrote changes before it was tied to {top}"
-                    ),
-                });
-            }
-            if early.has_snapshot {
-                self.txn(top).has_snapshot = true;
+            let wrote = early.spill.is_some() || !early.frames.is_empty();
+            let parent = self.txn(top);
+            parent.has_snapshot |= early.has_snapshot || wrote;
+            if wrote {
+                // Changes made before the tie was known: merged with the
+                // parent's by LSN at its commit.
+                parent.orphans.push(early);
             }
         }
+        let _ = lsn;
         Ok(())
     }
 
-    /// Buffers `change`, made by `subxid` of `top`.
+    /// Buffers `change`, made by `subxid` of `top` in the record at `lsn`.
     pub(crate) fn add(
         &mut self,
         top: u32,
         subxid: u32,
+        lsn: Lsn,
         change: RowChange,
     ) -> Result<(), ReplayError> {
         self.scratch.clear();
-        push_frame(&mut self.scratch, &mut self.registry, subxid, &change);
+        push_frame(
+            &mut self.scratch,
+            &mut self.registry,
+            subxid,
+            lsn.0,
+            &change,
+        );
         let txn = self.txns.entry(top).or_default();
         txn.has_snapshot = true;
         self.memory += txn.frames.push(&self.scratch);
@@ -171,8 +184,14 @@ impl ReorderBuffer {
                 if txn.prepared {
                     // A prepared transaction only ends with ABORT PREPARED.
                     self.txns.insert(xid, txn);
-                } else {
-                    self.memory -= txn.frames.capacity();
+                    return;
+                }
+                self.memory -= txn.memory();
+            }
+            // Subtransactions not yet tied to it go with it.
+            for sub in subxacts {
+                if let Some(txn) = self.txns.remove(sub) {
+                    self.memory -= txn.memory();
                 }
             }
             return;
@@ -186,7 +205,7 @@ impl ReorderBuffer {
         if txn
             .speculative
             .as_ref()
-            .is_some_and(|(s, _)| txn.aborted.contains(s))
+            .is_some_and(|(s, _, _)| txn.aborted.contains(s))
         {
             txn.speculative = None;
         }
@@ -202,7 +221,7 @@ impl ReorderBuffer {
     /// `ROLLBACK PREPARED`.
     pub(crate) fn abort_prepared(&mut self, xid: u32) {
         if let Some(txn) = self.txns.remove(&xid) {
-            self.memory -= txn.frames.capacity();
+            self.memory -= txn.memory();
         }
     }
 
@@ -221,7 +240,7 @@ impl ReorderBuffer {
         let Some(mut txn) = self.txns.remove(&info.xid) else {
             return Ok(false);
         };
-        self.memory -= txn.frames.capacity();
+        self.memory -= txn.memory();
         for sub in subxacts {
             self.parent.remove(sub);
         }
@@ -229,21 +248,40 @@ impl ReorderBuffer {
             return Ok(false);
         }
         sink.begin(info).map_err(ReplayError::Sink)?;
-        let aborted = std::mem::take(&mut txn.aborted);
-        if let Some(mut spill) = txn.spill.take() {
-            spill.replay(&self.registry, &mut |subxid, change| {
-                if aborted.contains(&subxid) {
-                    return Ok(());
-                }
-                sink.change(info, change).map_err(ReplayError::Sink)
-            })?;
+        let mut orphans = std::mem::take(&mut txn.orphans);
+        let mut aborted = std::mem::take(&mut txn.aborted);
+        for orphan in &mut orphans {
+            aborted.extend(orphan.aborted.drain());
         }
-        txn.frames.read(&self.registry, &mut |subxid, change| {
-            if aborted.contains(&subxid) {
-                return Ok(());
+        // One cursor per buffer (the transaction's, then each orphan's),
+        // merged by LSN: each is in LSN order already.
+        let mut cursors = Vec::with_capacity(1 + orphans.len());
+        for t in std::iter::once(&mut txn).chain(orphans.iter_mut()) {
+            cursors.push(FrameCursor::new(
+                t.spill.as_mut(),
+                &t.frames,
+                &self.registry,
+            )?);
+        }
+        let mut heads: Vec<Option<Framed>> = Vec::with_capacity(cursors.len());
+        for cursor in &mut cursors {
+            heads.push(cursor.next()?);
+        }
+        loop {
+            let next = heads
+                .iter()
+                .enumerate()
+                .filter_map(|(i, h)| h.as_ref().map(|(lsn, _, _)| (*lsn, i)))
+                .min();
+            let Some((_, i)) = next else {
+                break;
+            };
+            let (_, subxid, change) = heads[i].take().expect("chosen above");
+            heads[i] = cursors[i].next()?;
+            if !aborted.contains(&subxid) {
+                sink.change(info, change).map_err(ReplayError::Sink)?;
             }
-            sink.change(info, change).map_err(ReplayError::Sink)
-        })?;
+        }
         sink.commit(info).map_err(ReplayError::Sink)?;
         Ok(true)
     }
@@ -276,7 +314,7 @@ impl ReorderBuffer {
             .collect();
         for xid in gone {
             if let Some(txn) = self.txns.remove(&xid) {
-                self.memory -= txn.frames.capacity();
+                self.memory -= txn.memory();
             }
         }
         self.parent.retain(|_, top| !xid_precedes(*top, oldest));

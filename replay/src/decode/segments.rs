@@ -36,6 +36,7 @@ where
     I: IntoIterator<Item = Result<SegmentData, ArchiveError>>,
 {
     let mut wal: Option<WalDecoder> = None;
+    let mut checked_page = None;
     let mut outcome = FeedOutcome {
         wal_bytes: 0,
         end: restart,
@@ -50,6 +51,19 @@ where
         let partial = segment.partial;
         let segment_end = segment.end();
         let mut bytes = segment.bytes;
+        // Every segment starts with a long page header naming its cluster.
+        if let Some(identity) = decoder.identity() {
+            if let Ok(header) = crate::wal::PageHeader::parse(&bytes) {
+                if let Some(long) = header.long {
+                    let lsn = segment.start.max(restart);
+                    if let Some(reason) =
+                        identity.refuse(lsn, long.system_id, identity.timeline_at(lsn))
+                    {
+                        return Err(ReplayError::Foreign { file, reason });
+                    }
+                }
+            }
+        }
         if skip > 0 {
             bytes.drain(..skip.min(bytes.len()));
         }
@@ -66,6 +80,23 @@ where
                         file: file.clone(),
                         reason: "a WAL page without a version magic".into(),
                     })?;
+                    // Whose WAL it is, checked once per page.
+                    // (The system identifier is known from the first segment
+                    // start read.)
+                    let page = record.lsn.0 / 8192;
+                    if let Some(identity) =
+                        decoder.identity().filter(|_| checked_page != Some(page))
+                    {
+                        checked_page = Some(page);
+                        let refused = identity.refuse(
+                            record.lsn,
+                            wal.system_id().unwrap_or(identity.system_id),
+                            wal.timeline().unwrap_or(identity.timeline_at(record.lsn)),
+                        );
+                        if let Some(reason) = refused {
+                            return Err(ReplayError::Foreign { file, reason });
+                        }
+                    }
                     decoder
                         .process(&record, major, sink)
                         .map_err(|e| e.in_file(&file))?;

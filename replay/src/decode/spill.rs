@@ -2,7 +2,7 @@
 //!
 //! The reorder buffer keeps each transaction's changes encoded: a sequence
 //! of frames `[u32 length][payload]`, each payload one change with the
-//! subtransaction that made it. That is compact (no allocation per value)
+//! subtransaction that made it and the LSN of its record. That is compact (no allocation per value)
 //! and makes the memory bound exact; spilling appends the frames to a file
 //! as they are. Relations are written as numbers into the decoder's registry
 //! of relation descriptions, so a change reads back with the very
@@ -77,35 +77,15 @@ impl SpillFile {
             .map_err(|source| spill_error(&self.path, source))
     }
 
-    /// Reads every change back in order, calling `each(subxid, change)`.
-    pub(crate) fn replay(
-        &mut self,
-        registry: &Registry,
-        each: &mut dyn FnMut(u32, RowChange) -> Result<(), ReplayError>,
-    ) -> Result<(), ReplayError> {
+    /// Finishes writing and opens the file for reading from the start.
+    fn reader(&mut self) -> Result<BufReader<File>, ReplayError> {
         if let Some(mut writer) = self.writer.take() {
             writer
                 .flush()
                 .map_err(|source| spill_error(&self.path, source))?;
         }
         let file = File::open(&self.path).map_err(|source| spill_error(&self.path, source))?;
-        let mut reader = BufReader::with_capacity(1 << 16, file);
-        let mut frame = Vec::new();
-        loop {
-            let mut len = [0u8; 4];
-            match reader.read_exact(&mut len) {
-                Ok(()) => {}
-                Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(()),
-                Err(source) => return Err(spill_error(&self.path, source)),
-            }
-            frame.resize(u32::from_le_bytes(len) as usize, 0);
-            reader
-                .read_exact(&mut frame)
-                .map_err(|source| spill_error(&self.path, source))?;
-            let (subxid, change) = decode_frame(&frame, registry)
-                .ok_or_else(|| spill_error(&self.path, malformed()))?;
-            each(subxid, change)?;
-        }
+        Ok(BufReader::with_capacity(1 << 16, file))
     }
 }
 
@@ -113,16 +93,22 @@ fn malformed() -> std::io::Error {
     std::io::Error::new(std::io::ErrorKind::InvalidData, "malformed frame")
 }
 
-/// Appends one change made by `subxid` as a frame.
+/// One buffered change: the LSN of its record, the subtransaction that
+/// made it, and the change.
+pub(crate) type Framed = (u64, u32, RowChange);
+
+/// Appends one change made by `subxid` in the record at `lsn` as a frame.
 pub(crate) fn push_frame(
     buf: &mut Vec<u8>,
     registry: &mut Registry,
     subxid: u32,
+    lsn: u64,
     change: &RowChange,
 ) {
     let start = buf.len();
     put_u32(buf, 0);
     put_u32(buf, subxid);
+    buf.extend_from_slice(&lsn.to_le_bytes());
     encode(buf, registry, change);
     let len = u32::try_from(buf.len() - start - 4).unwrap_or(u32::MAX);
     buf[start..start + 4].copy_from_slice(&len.to_le_bytes());
@@ -178,45 +164,81 @@ impl Frames {
         *self = Frames::default();
         Ok(released)
     }
+}
 
-    /// Calls `each(subxid, change)` for every frame, in order.
-    pub(crate) fn read(
-        &self,
-        registry: &Registry,
-        each: &mut dyn FnMut(u32, RowChange) -> Result<(), ReplayError>,
-    ) -> Result<(), ReplayError> {
-        for block in &self.blocks {
-            read_frames(block, registry, each)?;
+/// Reads a transaction's buffered changes back in order: first what it
+/// spilled, then what it holds in memory.
+pub(crate) struct FrameCursor<'a> {
+    spill: Option<(BufReader<File>, PathBuf)>,
+    blocks: std::slice::Iter<'a, Vec<u8>>,
+    current: &'a [u8],
+    registry: &'a Registry,
+    frame: Vec<u8>,
+}
+
+impl<'a> FrameCursor<'a> {
+    /// A cursor over `spill` (if any), then `frames`.
+    pub(crate) fn new(
+        spill: Option<&mut SpillFile>,
+        frames: &'a Frames,
+        registry: &'a Registry,
+    ) -> Result<FrameCursor<'a>, ReplayError> {
+        let spill = match spill {
+            Some(file) => Some((file.reader()?, file.path.clone())),
+            None => None,
+        };
+        Ok(FrameCursor {
+            spill,
+            blocks: frames.blocks.iter(),
+            current: &[],
+            registry,
+            frame: Vec::new(),
+        })
+    }
+
+    /// The next change, or `None` at the end.
+    pub(crate) fn next(&mut self) -> Result<Option<Framed>, ReplayError> {
+        if let Some((reader, path)) = self.spill.as_mut() {
+            let mut len = [0u8; 4];
+            match reader.read_exact(&mut len) {
+                Ok(()) => {
+                    self.frame.resize(u32::from_le_bytes(len) as usize, 0);
+                    reader
+                        .read_exact(&mut self.frame)
+                        .map_err(|source| spill_error(path, source))?;
+                    let framed = decode_frame(&self.frame, self.registry)
+                        .ok_or_else(|| spill_error(path, malformed()))?;
+                    return Ok(Some(framed));
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => self.spill = None,
+                Err(source) => return Err(spill_error(path, source)),
+            }
         }
-        Ok(())
+        while self.current.is_empty() {
+            match self.blocks.next() {
+                Some(block) => self.current = block,
+                None => return Ok(None),
+            }
+        }
+        let memory = || ReplayError::Spill {
+            path: "(memory)".into(),
+            source: malformed(),
+        };
+        let frame = get_bytes(&mut self.current).ok_or_else(memory)?;
+        decode_frame(frame, self.registry)
+            .map(Some)
+            .ok_or_else(memory)
     }
 }
 
-/// Calls `each(subxid, change)` for every frame in `frames`.
-pub(crate) fn read_frames(
-    mut frames: &[u8],
-    registry: &Registry,
-    each: &mut dyn FnMut(u32, RowChange) -> Result<(), ReplayError>,
-) -> Result<(), ReplayError> {
-    while !frames.is_empty() {
-        let frame = get_bytes(&mut frames).ok_or_else(|| ReplayError::Spill {
-            path: "(memory)".into(),
-            source: malformed(),
-        })?;
-        let (subxid, change) = decode_frame(frame, registry).ok_or_else(|| ReplayError::Spill {
-            path: "(memory)".into(),
-            source: malformed(),
-        })?;
-        each(subxid, change)?;
-    }
-    Ok(())
-}
-
-fn decode_frame(frame: &[u8], registry: &Registry) -> Option<(u32, RowChange)> {
+fn decode_frame(frame: &[u8], registry: &Registry) -> Option<Framed> {
     let mut input = frame;
     let subxid = get_u32(&mut input)?;
+    let (lsn, rest) = input.split_at_checked(8)?;
+    input = rest;
+    let lsn = u64::from_le_bytes(lsn.try_into().ok()?);
     let change = decode(&mut input, registry)?;
-    Some((subxid, change))
+    Some((lsn, subxid, change))
 }
 
 impl Drop for SpillFile {
@@ -393,6 +415,7 @@ mod tests {
             schema: "public".into(),
             name: "t".into(),
             columns: vec![Column {
+                attnum: 1,
                 name: "a".into(),
                 type_oid: 25,
                 type_modifier: -1,
@@ -433,14 +456,15 @@ mod tests {
         let mut registry = Registry::default();
         let mut frames = Vec::new();
         for (i, c) in changes.iter().enumerate() {
-            push_frame(&mut frames, &mut registry, i as u32, c);
+            push_frame(&mut frames, &mut registry, i as u32, 100 + i as u64, c);
         }
+        let mut memory = Frames::default();
+        memory.push(&frames);
         let mut in_memory = Vec::new();
-        read_frames(&frames, &registry, &mut |sub, c| {
-            in_memory.push((sub, c));
-            Ok(())
-        })
-        .unwrap();
+        let mut cursor = FrameCursor::new(None, &memory, &registry).unwrap();
+        while let Some(framed) = cursor.next().unwrap() {
+            in_memory.push(framed);
+        }
         let mut file = SpillFile::create(&std::env::temp_dir(), 42).unwrap();
         let half = frames.len() / 2;
         let cut = {
@@ -456,18 +480,20 @@ mod tests {
         file.append(&frames[cut..]).unwrap();
         let path = file.path.clone();
         let mut back = Vec::new();
-        file.replay(&registry, &mut |sub, c| {
-            back.push((sub, c));
-            Ok(())
-        })
-        .unwrap();
+        let empty = Frames::default();
+        let mut cursor = FrameCursor::new(Some(&mut file), &empty, &registry).unwrap();
+        while let Some(framed) = cursor.next().unwrap() {
+            back.push(framed);
+        }
+        drop(cursor);
         assert_eq!(back, in_memory);
         assert_eq!(back.len(), changes.len());
-        for (i, (sub, c)) in back.iter().enumerate() {
+        for (i, (lsn, sub, c)) in back.iter().enumerate() {
             assert_eq!(*sub, i as u32);
+            assert_eq!(*lsn, 100 + i as u64);
             assert_eq!(c, &changes[i]);
         }
-        assert!(Arc::ptr_eq(back[0].1.relation().unwrap(), &relation));
+        assert!(Arc::ptr_eq(back[0].2.relation().unwrap(), &relation));
         drop(file);
         assert!(!path.exists(), "the spill file is removed when dropped");
     }

@@ -43,6 +43,10 @@ pub struct AttrSchema {
     /// type's text output form (`attmissingval` when `atthasmissing`); `None`
     /// means such rows read as NULL.
     pub missing: Option<String>,
+    /// Whether it is a stored generated column (`attgenerated`): logical
+    /// decoding leaves such columns out of what it sends.
+    #[serde(default)]
+    pub generated: bool,
 }
 
 /// Alignment of a stored attribute (`attalign`, `typalign`).

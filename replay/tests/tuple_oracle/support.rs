@@ -156,6 +156,7 @@ fn load_schema(c: &mut Client, table: &str) -> RelSchema {
             storage: Storage::from_code(storage.as_bytes()[0]).unwrap(),
             dropped: r.get(8),
             missing,
+            generated: false,
         });
     }
     RelSchema { attrs }

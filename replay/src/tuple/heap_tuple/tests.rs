@@ -25,6 +25,7 @@ fn attr(attnum: i16, len: i16, align: Align) -> AttrSchema {
         },
         dropped: false,
         missing: None,
+        generated: false,
     }
 }
 

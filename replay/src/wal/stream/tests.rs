@@ -1,4 +1,5 @@
 use super::*;
+use crate::lsn::SegmentNo;
 use crate::wal::testutil::{Body, WalWriter};
 use crate::wal::DecodeErrorKind;
 
@@ -106,7 +107,10 @@ fn reassembles_across_pages_and_segments() {
     assert_eq!(records[3].end_lsn.0 % 8192, 0, "record ends at a page end");
     assert_eq!(records[4].main_data().len(), 30000);
     let crossing = &records[records.len() - 4];
-    assert!(crossing.lsn.segment(u64::from(SEG)) != crossing.end_lsn.segment(u64::from(SEG)));
+    assert!(
+        SegmentNo::containing(crossing.lsn, u64::from(SEG))
+            != SegmentNo::containing(crossing.end_lsn, u64::from(SEG))
+    );
     let switch = &records[records.len() - 2];
     assert_eq!(switch.end_lsn, SEG_LSN.advance(2 * u64::from(SEG)));
     let after = records.last().unwrap();

@@ -1,7 +1,7 @@
 //! Framing and fragment parsing against `pg_waldump`, record by record.
 
 use super::*;
-use crate::lsn::SegmentName;
+use crate::lsn::{SegmentName, SegmentNo};
 use crate::wal::DecodeErrorKind;
 
 /// Compares one decoded record with its `pg_waldump` line.
@@ -134,7 +134,7 @@ fn flipped_byte_in_the_fixture_names_the_lsn_and_segment() {
     );
     let name = SegmentName {
         timeline: crate::lsn::TimelineId(1),
-        segno: err.lsn.segment(u64::from(SEG)),
+        segno: SegmentNo::containing(err.lsn, u64::from(SEG)),
     }
     .file_name(u64::from(SEG));
     let text = err.with_segment(name.clone()).to_string();

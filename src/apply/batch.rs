@@ -1,0 +1,109 @@
+//! The one seam every history source meets: batches.
+//!
+//! A snapshot copy, a base snapshot, WAL replay and the live stream each
+//! turn what they read into [`Batch`]es: row writes, each with its version
+//! (already folded to one write per key, or a snapshot chunk whose rows all
+//! share one version), the newest TRUNCATE the batch passed, and the
+//! [`Cursor`] that says how far the source has got. [`run`](super::run)
+//! stores each batch and records its cursor in one destination transaction,
+//! and only then tells the source it may forget what the batch covered.
+
+use walfill_core::{Lsn, Version};
+use walfill_snapshot::ChunkData;
+
+use super::fold::Fold;
+use super::stream_desc::StreamDesc;
+use crate::error::Result;
+
+/// What one batch brings.
+#[derive(Debug)]
+pub struct Batch {
+    /// The row writes.
+    pub writes: Writes,
+    /// The newest TRUNCATE among the batch's changes: every stored row
+    /// older than it goes, and no older write is stored after it. (A newer
+    /// TRUNCATE subsumes an older one, so one is enough.)
+    pub truncate: Option<Version>,
+    /// Source row changes the batch carries (for counters).
+    pub changes: i64,
+    /// How far the source has got once the batch is stored. `None` for a
+    /// piece of a transaction still being read: it is stored in the open
+    /// destination transaction, which commits with a later batch's cursor.
+    pub cursor: Option<Cursor>,
+}
+
+/// The row writes of a batch.
+#[derive(Debug, Default)]
+pub enum Writes {
+    /// None (a batch that only moves the cursor, or only truncates).
+    #[default]
+    None,
+    /// Source changes folded to one write per key, each with its version.
+    Folded(Fold),
+    /// A snapshot chunk: rows in COPY text form with the plan's source
+    /// columns, all versioned `version`.
+    Chunk {
+        /// The rows.
+        data: ChunkData,
+        /// Their version: the snapshot's `(boundary, 0)`.
+        version: Version,
+        /// The key after which the chunk's rows start (the previous
+        /// chunk's last key), `None` for the first chunk.
+        after: Option<Vec<String>>,
+    },
+}
+
+/// How far a history source has got; recorded with the batch it ends.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Cursor {
+    /// A snapshot copy: every row up to and including `last_key` is stored.
+    Copied {
+        /// Key of the chunk's last row.
+        last_key: Vec<String>,
+        /// Rows in the chunk.
+        rows: i64,
+        /// The copy's recent rate, rows per second.
+        rate: f64,
+    },
+    /// A base snapshot: every part up to and including `file` is stored.
+    BasePart {
+        /// The part's file name.
+        file: String,
+        /// Rows in it.
+        rows: i64,
+    },
+    /// Replayed WAL: every transaction committed up to `committed` is stored
+    /// (`None` while the first one has not completed). Writes of a
+    /// transaction still in progress may be stored too: the version's table
+    /// is not visible to readers yet, and storing them again is harmless.
+    Replayed {
+        /// Commit LSN of the last transaction completely stored.
+        committed: Option<Lsn>,
+    },
+    /// The live stream: every transaction committed before `end` is stored.
+    Streamed {
+        /// Where the stream resumes.
+        end: Lsn,
+        /// The stream's description of the table as of `end`, when a schema
+        /// change moved it since the last cursor.
+        description: Option<StreamDesc>,
+    },
+}
+
+/// A source of batches for one version.
+///
+/// `next` hands out batches in order; `stored` is called once the batch
+/// with that cursor is committed in the destination, and is the only place
+/// a source may confirm anything upstream (a slot's flush position).
+#[allow(async_fn_in_trait)]
+pub trait HistorySource {
+    /// The next batch, or `None` when there is nothing more to read (the copy
+    /// is complete, the replay reached its boundary, the stream its target).
+    async fn next(&mut self) -> Result<Option<Batch>>;
+
+    /// The batch ending at `cursor` is durably stored.
+    async fn stored(&mut self, cursor: &Cursor) -> Result<()> {
+        let _ = cursor;
+        Ok(())
+    }
+}

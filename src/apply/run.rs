@@ -1,0 +1,83 @@
+//! The apply loop: batches from any history source, stored with their
+//! cursor in one destination transaction, then confirmed to the source.
+
+use tokio_postgres::Client;
+use tokio_util::sync::CancellationToken;
+
+use super::batch::HistorySource;
+use super::store::Store;
+use crate::error::{Error, Result};
+use crate::failpoint;
+use crate::state::VersionState;
+
+/// What a run of the loop did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Applied {
+    /// Destination transactions committed.
+    pub commits: u64,
+    /// Source row changes stored.
+    pub changes: i64,
+    /// Updates whose unchanged TOASTed values had no stored row to come from.
+    pub unfilled: i64,
+}
+
+/// Stores every batch `source` hands out into `state`'s version until the
+/// source has nothing more, or `cancel` fires between transactions.
+///
+/// For each batch: its writes and TRUNCATE are stored, and when it carries
+/// a cursor, the cursor is recorded (checking the version's lease, so a
+/// process that lost the version cannot write) and the destination
+/// transaction commits; only then does the source hear that the batch is
+/// stored. A batch without a cursor (a piece of a large transaction) stays
+/// in the open destination transaction, invisible until its transaction's
+/// last batch commits, and is rolled back with it if anything fails.
+pub async fn run<S: HistorySource>(
+    dest: &mut Client,
+    store: &Store,
+    state: &mut VersionState,
+    source: &mut S,
+    cancel: &CancellationToken,
+    failpoint_prefix: &str,
+) -> Result<Applied> {
+    let mut applied = Applied::default();
+    let mut truncated = state.truncated;
+    loop {
+        if cancel.is_cancelled() {
+            return Err(Error::Interrupted);
+        }
+        let Some(mut batch) = source.next().await? else {
+            return Ok(applied);
+        };
+        let tx = dest
+            .transaction()
+            .await
+            .map_err(|e| Error::destination("starting a batch", e))?;
+        let mut changes = 0;
+        // Pieces of one source transaction go into this one destination
+        // transaction, which commits with the batch that carries a cursor.
+        let cursor = loop {
+            let stored = store.store(&tx, &mut batch, truncated).await?;
+            applied.unfilled += stored.unfilled;
+            changes += batch.changes;
+            truncated = truncated.max(batch.truncate);
+            if let Some(cursor) = batch.cursor.take() {
+                break cursor;
+            }
+            batch = match source.next().await? {
+                Some(next) => next,
+                // A source ends between transactions; a transaction cut
+                // short is rolled back here and read again next time.
+                None => return Ok(applied),
+            };
+        };
+        state.record_batch(&tx, &cursor, changes, truncated).await?;
+        failpoint::hit(&format!("{failpoint_prefix}.before_commit"));
+        tx.commit()
+            .await
+            .map_err(|e| Error::destination("committing a batch", e))?;
+        applied.commits += 1;
+        applied.changes += changes;
+        failpoint::hit(&format!("{failpoint_prefix}.batch"));
+        source.stored(&cursor).await?;
+    }
+}

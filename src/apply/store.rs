@@ -1,0 +1,289 @@
+//! Storing a batch in a version's table, by the version rule.
+//!
+//! Everything goes through the session's work table (shaped like the
+//! source table), so the transform runs in the destination the same way
+//! for copied rows and for changes. See [`crate::plan`] for the SQL.
+
+use bytes::Bytes;
+use futures_util::SinkExt;
+use tokio_postgres::Transaction as DestTransaction;
+use walfill_core::{Datum, Version};
+use walfill_snapshot::copy::escape_copy_field;
+use walfill_snapshot::ChunkData;
+
+use super::batch::{Batch, Writes};
+use super::fold::{Entry, Fold, Op};
+use crate::error::{Error, Result};
+use crate::plan::{BatchSql, Plan, WORK_TABLE};
+
+/// A flush sends its rows to the destination in pieces of about this size.
+const COPY_PIECE: usize = 1 << 20;
+
+/// Stores batches in one version's table.
+pub struct Store {
+    plan: Plan,
+    sql: BatchSql,
+}
+
+/// What storing a batch did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Stored {
+    /// Updates whose unchanged TOASTed values had no stored row to come from.
+    pub unfilled: i64,
+}
+
+impl Store {
+    /// A store for `plan`'s table.
+    pub fn new(plan: Plan) -> Store {
+        Store {
+            sql: plan.batch_sql(),
+            plan,
+        }
+    }
+
+    /// The plan.
+    pub fn plan(&self) -> &Plan {
+        &self.plan
+    }
+
+    /// Stores `batch` inside `dest`'s transaction: first its TRUNCATE (every
+    /// row older goes), then its writes, each only if it is newer than what
+    /// is stored for its key and than `watermark` (the newest TRUNCATE
+    /// stored before, or this batch's). Leaves `batch.writes` empty.
+    pub async fn store(
+        &self,
+        dest: &DestTransaction<'_>,
+        batch: &mut Batch,
+        watermark: Option<Version>,
+    ) -> Result<Stored> {
+        let mut watermark = watermark;
+        if let Some(truncate) = batch.truncate {
+            if watermark.is_none_or(|w| truncate > w) {
+                dest.execute(
+                    self.plan.truncate_sql().as_str(),
+                    &[&truncate.commit_lsn.to_string(), &(truncate.seq as i32)],
+                )
+                .await
+                .map_err(|e| Error::destination("applying a TRUNCATE", e))?;
+                watermark = Some(truncate);
+            }
+        }
+        match std::mem::take(&mut batch.writes) {
+            Writes::None => Ok(Stored::default()),
+            Writes::Folded(mut fold) => self.store_fold(dest, &mut fold, watermark).await,
+            Writes::Chunk {
+                data,
+                version,
+                after,
+            } => {
+                if watermark.is_some_and(|w| w >= version) {
+                    return Ok(Stored::default());
+                }
+                self.store_chunk(dest, &data, version, after.as_deref())
+                    .await?;
+                Ok(Stored::default())
+            }
+        }
+    }
+
+    /// Stores one keyset chunk read from a snapshot, every row versioned
+    /// `version`.
+    async fn store_chunk(
+        &self,
+        dest: &DestTransaction<'_>,
+        data: &ChunkData,
+        version: Version,
+        after: Option<&[String]>,
+    ) -> Result<()> {
+        if data.read.rows == 0 {
+            return Ok(());
+        }
+        let sink = dest
+            .copy_in::<_, Bytes>(&format!(
+                "COPY pg_temp.{WORK_TABLE} ({}) FROM STDIN",
+                self.plan.chunk_copy_columns()
+            ))
+            .await
+            .map_err(|e| Error::destination("starting the chunk's COPY", e))?;
+        data.write_to(sink).await?;
+        // Nothing else writes the version's table while walfill holds the
+        // version: if no stored key follows the chunk's start, no row of
+        // the chunk can conflict, and plain inserts are enough.
+        let predicate = after.map(|a| self.plan.keys_after(a));
+        let stored = dest
+            .query_opt(
+                self.plan.stored_keys_sql(predicate.as_deref()).as_str(),
+                &[],
+            )
+            .await
+            .map_err(|e| Error::destination("probing the version's table", e))?
+            .is_some();
+        for statement in self.plan.chunk_sql(version.commit_lsn, !stored) {
+            dest.execute(statement.as_str(), &[])
+                .await
+                .map_err(|e| Error::destination("storing a chunk in the version's table", e))?;
+        }
+        dest.execute(&format!("TRUNCATE pg_temp.{WORK_TABLE}"), &[])
+            .await
+            .map_err(|e| Error::destination("emptying the work table", e))?;
+        Ok(())
+    }
+
+    /// Stores folded writes, skipping those not newer than `watermark`.
+    /// `pending` is empty afterwards.
+    async fn store_fold(
+        &self,
+        dest: &DestTransaction<'_>,
+        pending: &mut Fold,
+        watermark: Option<Version>,
+    ) -> Result<Stored> {
+        let mut outcome = Stored::default();
+        if pending.is_empty() {
+            return Ok(outcome);
+        }
+        let columns: Vec<(&str, bool)> = self
+            .plan
+            .source
+            .replicated_columns()
+            .map(|c| (c.name.as_str(), self.plan.key.contains(&c.name)))
+            .collect();
+        let key_positions: Vec<usize> = self
+            .plan
+            .key
+            .iter()
+            .map(|k| columns.iter().position(|(c, _)| c == k).unwrap_or(0))
+            .collect();
+        let sink = dest
+            .copy_in::<_, Bytes>(&format!(
+                "COPY pg_temp.{WORK_TABLE} ({}) FROM STDIN",
+                self.plan.work_copy_columns()
+            ))
+            .await
+            .map_err(|e| Error::destination("starting the batch's COPY", e))?;
+        futures_util::pin_mut!(sink);
+        let written = |e| Error::destination("writing a batch to the work table", e);
+        let mut text = String::new();
+        let mut unchanged = false;
+        for (key, entry) in pending.drain() {
+            unchanged |= write_entry(&mut text, &columns, &key_positions, &key, &entry);
+            if text.len() >= COPY_PIECE {
+                sink.send(Bytes::from(std::mem::take(&mut text)))
+                    .await
+                    .map_err(written)?;
+            }
+        }
+        if !text.is_empty() {
+            sink.send(Bytes::from(text)).await.map_err(written)?;
+        }
+        sink.as_mut().finish().await.map_err(written)?;
+
+        let context = "applying changes to the version's table";
+        let sql = &self.sql;
+        // Unchanged TOASTed values are filled in before the transform and
+        // the filter read them; batches without any skip this.
+        for statement in sql.fill.iter().filter(|_| unchanged) {
+            dest.execute(statement.as_str(), &[])
+                .await
+                .map_err(|e| Error::destination(context, e))?;
+        }
+        if let Some(unfilled) = sql.unfilled.as_ref().filter(|_| unchanged) {
+            let count: i64 = dest
+                .query_one(unfilled.as_str(), &[])
+                .await
+                .map_err(|e| Error::destination(context, e))?
+                .get(0);
+            if count > 0 {
+                tracing::warn!(
+                    count,
+                    "updates left TOASTed values unchanged for rows never stored; \
+                     those values read as NULL in the transform"
+                );
+                outcome.unfilled += count;
+            }
+        }
+        let mark = watermark.unwrap_or_default();
+        let params: [&(dyn tokio_postgres::types::ToSql + Sync); 2] =
+            [&mark.commit_lsn.to_string(), &(mark.seq as i32)];
+        // A batch none of whose keys is stored yet (a fresh table, new rows)
+        // is stored with plain inserts: no row can conflict.
+        let stored = dest
+            .query_opt(sql.any_stored.as_str(), &[])
+            .await
+            .map_err(|e| Error::destination(context, e))?
+            .is_some();
+        let statements = if stored {
+            [&sql.upsert, &sql.tombstone]
+        } else {
+            [&sql.insert_fresh, &sql.tombstone_fresh]
+        };
+        for statement in statements {
+            dest.execute(statement.as_str(), &params)
+                .await
+                .map_err(|e| Error::destination(context, e))?;
+        }
+        dest.execute(&format!("TRUNCATE pg_temp.{WORK_TABLE}"), &[])
+            .await
+            .map_err(|e| Error::destination(context, e))?;
+        Ok(outcome)
+    }
+}
+
+/// One work-table row in COPY text format; true if it has unchanged
+/// TOASTed values to fill in. `columns` are the plan's source columns with
+/// whether each is a key column.
+fn write_entry(
+    out: &mut String,
+    columns: &[(&str, bool)],
+    key_positions: &[usize],
+    key: &[String],
+    entry: &Entry,
+) -> bool {
+    let mut unchanged: Vec<&str> = Vec::new();
+    for (i, (name, _)) in columns.iter().enumerate() {
+        if i > 0 {
+            out.push('\t');
+        }
+        let key_index = key_positions.iter().position(|&p| p == i);
+        match (entry.op == Op::Upsert, entry.values.get(i), key_index) {
+            (_, _, Some(k)) => escape_copy_field(&key[k], out),
+            (true, Some(Datum::Text(t)), None) => escape_copy_field(t, out),
+            (true, Some(Datum::Unchanged), None) => {
+                unchanged.push(name);
+                out.push_str("\\N");
+            }
+            _ => out.push_str("\\N"),
+        }
+    }
+    out.push_str(match entry.op {
+        Op::Upsert => "\tu\t",
+        Op::Delete => "\td\t",
+    });
+    out.push_str(&entry.version.commit_lsn.to_string());
+    out.push('\t');
+    out.push_str(&entry.version.seq.to_string());
+    out.push('\t');
+    if unchanged.is_empty() {
+        out.push_str("\\N");
+    } else {
+        let mut array = String::from("{");
+        for (i, name) in unchanged.iter().enumerate() {
+            if i > 0 {
+                array.push(',');
+            }
+            array.push('"');
+            array.push_str(&name.replace('\\', "\\\\").replace('"', "\\\""));
+            array.push('"');
+        }
+        array.push('}');
+        escape_copy_field(&array, out);
+    }
+    for k in 0..key_positions.len() {
+        out.push('\t');
+        match &entry.fill_key {
+            Some(fill) => escape_copy_field(&fill[k], out),
+            None => out.push_str("\\N"),
+        }
+    }
+    out.push('\n');
+    !unchanged.is_empty()
+}

@@ -1,0 +1,163 @@
+//! Filling a version from a snapshot: the slot's exported snapshot copied
+//! in keyset chunks through the apply loop, the rows also written to the
+//! archive as a base snapshot for later replays.
+
+use tokio_postgres::Client;
+use tokio_util::sync::CancellationToken;
+use walfill_snapshot::{Boundary, ReplicationConnection};
+
+use super::source::slot_exists;
+use super::Context;
+use crate::apply::{run, Store};
+use crate::db::{self, Role};
+use crate::error::Result;
+use crate::failpoint;
+use crate::plan::Plan;
+use crate::progress::Progress;
+use crate::source::copy::{CopySource, Pace, Snapshot};
+use crate::state::{FillStart, Phase, VersionState};
+
+/// Copies the table into the version: from the start (a new slot and its
+/// snapshot are the boundary) when the version is planned, or, for a copy
+/// interrupted earlier, from its cursor in a new snapshot (rows copied from
+/// it carry its later LSN, and the version rule keeps them right). Returns
+/// the connection that created the slot, if this run created it, for the
+/// stream to start on.
+pub(super) async fn fill_copy(
+    cx: &Context<'_>,
+    dest: &mut Client,
+    state: &mut VersionState,
+    plan: &Plan,
+) -> Result<Option<ReplicationConnection>> {
+    let url = db::replication_url(&cx.config.source);
+    let slot = state.slot_name.clone();
+    let pace = Pace {
+        chunk_rows: cx.config.backfill.chunk_rows,
+        max_rows_per_second: cx.config.backfill.max_rows_per_second,
+    };
+    let snapshot_session = db::connect(&cx.config.source, Role::Source).await?;
+    let fresh = state.phase != Phase::Copying;
+    let mut stream_conn = None;
+    let (copy, base) = if fresh {
+        if slot_exists(cx.source, &slot).await? {
+            // Created by a run that died before recording it: unused.
+            super::drop_slot(cx.source, &slot).await?;
+        }
+        tracing::info!(%slot, "creating the slot; this waits for running source transactions");
+        let boundary = Boundary::create(&url, &slot, false)?;
+        failpoint::hit("copy.slot_created");
+        let base = super::base::writer(cx.config, cx.source, plan, &slot, boundary.lsn).await;
+        let copy = open(
+            cx,
+            snapshot_session,
+            plan,
+            &boundary.snapshot,
+            boundary.lsn,
+            None,
+            pace,
+            state,
+            base,
+            cx.cancel,
+        )
+        .await?;
+        state
+            .start_fill(
+                dest,
+                FillStart::Copy {
+                    boundary: boundary.lsn,
+                    stream: copy.stream_desc.clone(),
+                },
+            )
+            .await?;
+        stream_conn = Some(boundary.connection);
+        (copy, true)
+    } else {
+        // The snapshot died with the previous run: a temporary slot gives a
+        // new one.
+        let temporary = format!("{}_{}", &slot[..slot.len().min(50)], std::process::id());
+        let boundary = Boundary::create(&url, &temporary, true)?;
+        state.resume_copy(dest, boundary.lsn).await?;
+        if cx.config.archive.is_some() && cx.config.archive_settings.base_snapshots {
+            tracing::info!(
+                "the copy was interrupted, so it leaves no base snapshot; the next snapshot \
+                 backfill of this table will"
+            );
+        }
+        let copy = open(
+            cx,
+            snapshot_session,
+            plan,
+            &boundary.snapshot,
+            boundary.lsn,
+            state.copy_cursor.clone(),
+            pace,
+            state,
+            None,
+            cx.cancel,
+        )
+        .await?;
+        // The temporary slot goes with its connection, after the copy.
+        let _keep = boundary.connection;
+        (copy, false)
+    };
+    failpoint::hit("copy.start");
+    let mut copy = copy;
+    run(
+        dest,
+        &Store::new(plan.clone()),
+        state,
+        &mut copy,
+        cx.cancel,
+        "copy",
+    )
+    .await?;
+    let (_session, base_writer) = copy.finish().await?;
+    if let (true, Some(writer)) = (base, base_writer) {
+        if let Err(e) = writer.finish().await {
+            tracing::warn!(error = %e, "the base snapshot could not be completed");
+        }
+    }
+    failpoint::hit("copy.end");
+    state.finish_fill(dest, None).await?;
+    Ok(stream_conn)
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn open(
+    cx: &Context<'_>,
+    session: Client,
+    plan: &Plan,
+    snapshot: &str,
+    lsn: walfill_core::Lsn,
+    after: Option<Vec<String>>,
+    pace: Pace,
+    state: &VersionState,
+    base: Option<crate::base::BaseWriter>,
+    cancel: &CancellationToken,
+) -> Result<CopySource> {
+    let total = u64::try_from(state.rows_estimated).ok().filter(|t| *t > 0);
+    let done = u64::try_from(state.rows_copied).unwrap_or(0);
+    let progress = Progress::new(format!("copy {}", state.label()), total, done);
+    tracing::info!(
+        target = %state.target,
+        version = %state.version,
+        snapshot_lsn = %lsn,
+        resume_after = %after.as_ref().map(|k| k.join(", ")).unwrap_or_else(|| "(start)".into()),
+        "copying"
+    );
+    CopySource::open(
+        session,
+        cx.source,
+        plan,
+        Snapshot {
+            name: snapshot.to_string(),
+            lsn,
+        },
+        after,
+        pace,
+        progress,
+        base,
+        cancel.clone(),
+    )
+    .await
+}

@@ -1,0 +1,343 @@
+//! A snapshot copy as a history source: keyset chunks of the source table
+//! read inside an exported snapshot, each a batch versioned `(snapshot, 0)`
+//! with the key after it as its cursor.
+//!
+//! A reader task holds the snapshot's transaction and reads ahead one chunk
+//! while the previous one is stored. It first locks the table in ACCESS
+//! SHARE mode, so no schema change can land while the copy runs, then
+//! checks that the table was not rewritten since the snapshot (a rewrite is
+//! not MVCC-safe: the snapshot would see it empty), and reads the columns'
+//! names as they are now (SQL is parsed with the current catalog, whatever
+//! the snapshot).
+
+use std::time::{Duration, Instant};
+
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
+use tokio_postgres::{Client, IsolationLevel};
+use tokio_util::sync::CancellationToken;
+use walfill_core::sql::{quote_literal, quote_qualified};
+use walfill_core::{Lsn, Version};
+use walfill_snapshot::{ChunkData, KeysetChunk, SourceTable};
+
+use crate::apply::{Batch, Cursor, HistorySource, StreamDesc, Writes};
+use crate::base::BaseWriter;
+use crate::error::{Error, Result};
+use crate::plan::Plan;
+use crate::progress::Progress;
+
+/// How big the chunks are and how fast they may come.
+#[derive(Clone, Copy, Debug)]
+pub struct Pace {
+    /// Rows per chunk.
+    pub chunk_rows: u32,
+    /// Optional cap on rows per second.
+    pub max_rows_per_second: Option<u32>,
+}
+
+/// An exported snapshot and the LSN it is consistent at.
+#[derive(Clone, Debug)]
+pub struct Snapshot {
+    /// The name to import with `SET TRANSACTION SNAPSHOT`.
+    pub name: String,
+    /// Its consistent point: every copied row is versioned `(lsn, 0)`.
+    pub lsn: Lsn,
+}
+
+/// What the reader found once it held the snapshot and the lock.
+struct Opened {
+    /// The columns the stream sends, as of the snapshot.
+    stream_desc: StreamDesc,
+}
+
+/// A copy of the table after `after`, as batches.
+pub struct CopySource {
+    chunks: mpsc::Receiver<Result<ChunkData>>,
+    reader: Option<JoinHandle<Result<Client>>>,
+    version: Version,
+    after: Option<Vec<String>>,
+    pace: Pace,
+    progress: Option<Progress>,
+    started: Instant,
+    rate: f64,
+    base: Option<BaseWriter>,
+    last: Option<ChunkData>,
+    cancel: CancellationToken,
+    /// The stream's description of the table as of the snapshot.
+    pub stream_desc: StreamDesc,
+}
+
+impl CopySource {
+    /// Starts reading `plan`'s table in `snapshot` on `snapshot_session`
+    /// (which the source gives back with [`CopySource::finish`]), after the
+    /// key `after`. `catalog` is another source session, for the columns'
+    /// current names.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn open(
+        snapshot_session: Client,
+        catalog: &Client,
+        plan: &Plan,
+        snapshot: Snapshot,
+        after: Option<Vec<String>>,
+        pace: Pace,
+        progress: Progress,
+        base: Option<BaseWriter>,
+        cancel: CancellationToken,
+    ) -> Result<CopySource> {
+        let (chunks_tx, chunks) = mpsc::channel(1);
+        let (opened_tx, opened_rx) = oneshot::channel();
+        let (table_tx, table_rx) = oneshot::channel();
+        let reader = tokio::spawn(read_chunks(
+            snapshot_session,
+            plan.source.oid,
+            snapshot.name.clone(),
+            after.clone(),
+            pace.chunk_rows,
+            opened_tx,
+            table_rx,
+            chunks_tx,
+        ));
+        let opened = match opened_rx.await {
+            Ok(opened) => opened?,
+            Err(_) => return Err(reader_failed(reader).await),
+        };
+        // Locked: the catalog cannot move until the copy ends.
+        let now = SourceTable::describe_oid(catalog, plan.source.oid).await?;
+        let table = copy_table(plan, &now)?;
+        if table_tx.send(table).is_err() {
+            return Err(reader_failed(reader).await);
+        }
+        Ok(CopySource {
+            chunks,
+            reader: Some(reader),
+            version: Version::snapshot(snapshot.lsn),
+            after,
+            pace,
+            progress: Some(progress),
+            started: Instant::now(),
+            rate: 0.0,
+            base,
+            last: None,
+            cancel,
+            stream_desc: opened.stream_desc,
+        })
+    }
+
+    /// Waits for the reader to close the snapshot and gives back its
+    /// session, and the base snapshot writer.
+    pub async fn finish(mut self) -> Result<(Client, Option<BaseWriter>)> {
+        if let Some(progress) = self.progress.take() {
+            progress.finish();
+        }
+        let reader = self
+            .reader
+            .take()
+            .ok_or_else(|| Error::Internal("no reader".into()))?;
+        let client = reader
+            .await
+            .map_err(|e| Error::Internal(format!("the snapshot reader failed: {e}")))??;
+        Ok((client, self.base.take()))
+    }
+}
+
+async fn reader_failed(reader: JoinHandle<Result<Client>>) -> Error {
+    match reader.await {
+        Ok(Err(e)) => e,
+        Ok(Ok(_)) => Error::Internal("the snapshot reader stopped early".into()),
+        Err(e) => Error::Internal(format!("the snapshot reader failed: {e}")),
+    }
+}
+
+/// `plan`'s source table with the names its columns have now (by attribute
+/// number); fails when a column the version copies is gone or retyped.
+fn copy_table(plan: &Plan, now: &SourceTable) -> Result<SourceTable> {
+    let mut table = plan.source.clone();
+    table.schema = now.schema.clone();
+    table.name = now.name.clone();
+    for column in table.columns.iter_mut() {
+        let current = now
+            .column_by_attnum(column.attnum)
+            .filter(|c| c.type_oid == column.type_oid);
+        match current {
+            Some(c) => {
+                if let Some(k) = table.key.iter_mut().find(|k| **k == column.name) {
+                    *k = c.name.clone();
+                }
+                column.name = c.name.clone();
+            }
+            None if column.generated.is_some() => {}
+            None => {
+                return Err(Error::SchemaChanged(format!(
+                    "source table {} changed since version {} of {} was planned: column {} \
+                     (attribute {}) is gone or changed type; {}",
+                    plan.source,
+                    plan.def.version,
+                    plan.def.target,
+                    column.name,
+                    column.attnum,
+                    plan.rebuild_hint()
+                )))
+            }
+        }
+    }
+    Ok(table)
+}
+
+/// The reader task: imports the snapshot, locks the table, reports what it
+/// found, then reads chunks until the table ends or the receiver is gone.
+#[allow(clippy::too_many_arguments)]
+async fn read_chunks(
+    mut client: Client,
+    relid: u32,
+    snapshot: String,
+    after: Option<Vec<String>>,
+    chunk_rows: u32,
+    opened: oneshot::Sender<Result<Opened>>,
+    table: oneshot::Receiver<SourceTable>,
+    chunks: mpsc::Sender<Result<ChunkData>>,
+) -> Result<Client> {
+    let tx = client
+        .build_transaction()
+        .isolation_level(IsolationLevel::RepeatableRead)
+        .read_only(true)
+        .start()
+        .await
+        .map_err(|e| Error::source_query("opening the snapshot transaction", e))?;
+    let setup = async {
+        tx.batch_execute(&format!(
+            "SET TRANSACTION SNAPSHOT {}",
+            quote_literal(&snapshot)
+        ))
+        .await
+        .map_err(|e| Error::source_query("importing the exported snapshot", e))?;
+        let row = tx
+            .query_one(
+                "SELECT n.nspname::text, c.relname::text, c.relfilenode,
+                        pg_relation_filenode(c.oid)
+                   FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+                  WHERE c.oid = $1",
+                &[&relid],
+            )
+            .await
+            .map_err(|e| Error::source_query("reading the table in the snapshot", e))?;
+        let name = quote_qualified(&row.get::<_, String>(0), &row.get::<_, String>(1));
+        tx.batch_execute(&format!("LOCK TABLE {name} IN ACCESS SHARE MODE"))
+            .await
+            .map_err(|e| Error::source_query("locking the source table for the copy", e))?;
+        // After the lock, the file is the one the copy reads; the snapshot
+        // must know it (the catalog's own row, as of the snapshot).
+        let now: Option<u32> = tx
+            .query_one("SELECT pg_relation_filenode($1::oid)", &[&relid])
+            .await
+            .map_err(|e| Error::source_query("reading the table's file", e))?
+            .get(0);
+        let then: u32 = row.get(2);
+        if then != 0 && now != Some(then) {
+            return Err(Error::Source(walfill_snapshot::SnapshotError::Protocol(
+                format!(
+                    "{name} was rewritten (ALTER TABLE, VACUUM FULL, CLUSTER or TRUNCATE) after \
+                 the copy's snapshot was taken, which a snapshot cannot see through; run \
+                 the backfill again"
+                ),
+            )));
+        }
+        let stream_desc = StreamDesc::from_catalog(&tx, relid).await?;
+        Ok(Opened { stream_desc })
+    };
+    let result = setup.await;
+    let failed = result.is_err();
+    let _ = opened.send(result);
+    if failed {
+        return Err(Error::Internal("the snapshot could not be opened".into()));
+    }
+    let Ok(table) = table.await else {
+        return Err(Error::Internal("the copy was abandoned".into()));
+    };
+    let mut cursor = after;
+    loop {
+        let chunk = KeysetChunk::new(&table, cursor.as_deref(), chunk_rows)
+            .read(&tx)
+            .await
+            .map_err(Error::from);
+        let (last, full) = match &chunk {
+            Ok(data) => (
+                data.read.last_key.clone(),
+                data.read.rows >= u64::from(chunk_rows),
+            ),
+            Err(_) => (None, false),
+        };
+        let failed = chunk.is_err();
+        if chunks.send(chunk).await.is_err() || failed {
+            return Err(Error::Internal("the copy was abandoned".into()));
+        }
+        match last {
+            Some(key) if full => cursor = Some(key),
+            _ => break,
+        }
+    }
+    tx.commit()
+        .await
+        .map_err(|e| Error::source_query("closing the snapshot transaction", e))?;
+    Ok(client)
+}
+
+impl HistorySource for CopySource {
+    async fn next(&mut self) -> Result<Option<Batch>> {
+        if self.cancel.is_cancelled() {
+            return Err(Error::Interrupted);
+        }
+        self.started = Instant::now();
+        let Some(chunk) = self.chunks.recv().await else {
+            return Ok(None);
+        };
+        let data = chunk?;
+        let Some(last_key) = data.read.last_key.clone() else {
+            return Ok(None);
+        };
+        let rows = i64::try_from(data.read.rows).unwrap_or(i64::MAX);
+        let after = self.after.replace(last_key.clone());
+        if self.base.is_some() {
+            self.last = Some(data.clone());
+        }
+        Ok(Some(Batch {
+            writes: Writes::Chunk {
+                data,
+                version: self.version,
+                after,
+            },
+            truncate: None,
+            changes: 0,
+            cursor: Some(Cursor::Copied {
+                last_key,
+                rows,
+                rate: self.rate,
+            }),
+        }))
+    }
+
+    async fn stored(&mut self, cursor: &Cursor) -> Result<()> {
+        let Cursor::Copied { rows, .. } = cursor else {
+            return Ok(());
+        };
+        let rows = u64::try_from(*rows).unwrap_or(0);
+        if let (Some(writer), Some(data)) = (self.base.as_mut(), self.last.take()) {
+            if let Err(e) = writer.add(&data, self.version.commit_lsn).await {
+                tracing::warn!(error = %e, "giving up the base snapshot; the copy goes on");
+                self.base = None;
+            }
+        }
+        if let Some(progress) = self.progress.as_mut() {
+            self.rate = progress.advance(rows, self.started.elapsed());
+        }
+        if let Some(cap) = self.pace.max_rows_per_second {
+            let wanted = Duration::from_secs_f64(rows as f64 / f64::from(cap));
+            if let Some(rest) = wanted.checked_sub(self.started.elapsed()) {
+                tokio::select! {
+                    _ = self.cancel.cancelled() => return Err(Error::Interrupted),
+                    _ = tokio::time::sleep(rest) => {}
+                }
+            }
+        }
+        Ok(())
+    }
+}
