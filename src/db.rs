@@ -71,10 +71,16 @@ pub fn options() -> String {
         .join(" ")
 }
 
-/// The URL of a logical replication connection to the source, with the
-/// session's settings pinned.
-pub fn replication_url(url: &PgUrl) -> String {
-    url.replication_url(&options())
+/// Where logical replication connections to the source go, with the
+/// session's settings to pin.
+pub fn replication_url(url: &PgUrl) -> walfill_snapshot::ReplicationUrl {
+    walfill_snapshot::ReplicationUrl {
+        url: url.replication_url(&options()),
+        settings: session_settings()
+            .into_iter()
+            .map(|(name, value)| (name.to_string(), value.to_string()))
+            .collect(),
+    }
 }
 
 /// Connects and spawns the connection's driver task. Errors say what to fix.

@@ -67,7 +67,14 @@ pub async fn retire(config: &Config, target: &str, version: &str) -> Result<()> 
     let had_slot = slot_exists(&source, &v.slot_name).await?;
     drop_slot_when_free(&source, &v.slot_name, LET_GO_WAIT).await?;
     let table = v.staging_table();
-    dest.batch_execute(&format!("DROP TABLE IF EXISTS {table}"))
+    let mut drop = format!("DROP TABLE IF EXISTS {table}");
+    if let Some(replaced) = &v.replaced_table {
+        drop.push_str(&format!(
+            "; DROP TABLE IF EXISTS {}",
+            walfill_core::sql::quote_qualified(&v.dest_schema, replaced)
+        ));
+    }
+    dest.batch_execute(&drop)
         .await
         .map_err(|e| Error::destination(format!("dropping {table}"), e))?;
     if already && !had_slot {

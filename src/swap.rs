@@ -264,7 +264,10 @@ async fn try_swap(
         .await
         .map_err(failed("locking the target's state"))?
         .get(0);
-    if current.as_deref() == Some(version) {
+    // The active version rebuilt beside the table readers see is published
+    // again; otherwise an active version is done.
+    let republish = current.as_deref() == Some(version);
+    if republish && v.replaced_table.is_none() {
         tracing::info!(target, version, "already active");
         return Ok(());
     }
@@ -351,6 +354,18 @@ async fn try_swap(
     .await
     .map_err(failed("commenting the view"))?;
 
+    if let Some(replaced) = &v.replaced_table {
+        let replaced = format!("{schema}.{}", quote_ident(replaced));
+        tx.batch_execute(&format!("DROP TABLE IF EXISTS {replaced}"))
+            .await
+            .map_err(failed("dropping the version's earlier table"))?;
+        tx.execute(
+            "UPDATE walfill.versions SET replaced_table = NULL WHERE target = $1 AND version = $2",
+            &[&target, &version],
+        )
+        .await
+        .map_err(failed("recording the swap"))?;
+    }
     // The version that was active stays current for rollback; an older
     // previous one becomes merely ready (still followed until retired).
     tx.execute(
@@ -360,7 +375,7 @@ async fn try_swap(
     )
     .await
     .map_err(failed("recording the swap"))?;
-    if let Some(old) = &current {
+    if let Some(old) = current.as_ref().filter(|_| !republish) {
         tx.execute(
             "UPDATE walfill.versions SET phase = 'previous', updated_at = now()
               WHERE target = $1 AND version = $2",
@@ -376,13 +391,16 @@ async fn try_swap(
     )
     .await
     .map_err(failed("recording the swap"))?;
-    tx.execute(
-        "UPDATE walfill.targets SET active_version = $2, previous_version = $3, swapped_at = now()
-          WHERE target = $1",
-        &[&target, &version, &current],
-    )
-    .await
-    .map_err(failed("recording the swap"))?;
+    if !republish {
+        tx.execute(
+            "UPDATE walfill.targets SET active_version = $2, previous_version = $3,
+                    swapped_at = now()
+              WHERE target = $1",
+            &[&target, &version, &current],
+        )
+        .await
+        .map_err(failed("recording the swap"))?;
+    }
     state::record_event(
         &tx,
         target,

@@ -50,6 +50,7 @@ async fn fixture(db: &TestDb) -> Fixture {
         key: None,
         select: "id, v".into(),
         filter: Some("v <> 'hidden'".into()),
+        table: "rule__v1".into(),
     };
     let table = plan::describe(&source, &def).await.unwrap();
     let plan = plan::build(&dest, &def, table).await.unwrap();

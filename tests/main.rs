@@ -11,6 +11,7 @@ mod bad_input;
 mod boundary;
 mod journal;
 mod oracle;
+mod regress;
 mod replay;
 mod resume;
 mod snapshot;

@@ -13,17 +13,52 @@ use walfill_core::Lsn;
 
 use crate::error::SnapshotError;
 
+/// Where replication connections go, and the settings each one's session
+/// runs with (the values pgoutput prints depend on them). The settings are
+/// set with `SET` once connected: a URL's `options` are not honoured by
+/// every client library.
+#[derive(Clone)]
+pub struct ReplicationUrl {
+    /// A `postgresql://` URL with `replication=database`.
+    pub url: String,
+    /// `(name, value)` pairs to `SET`.
+    pub settings: Vec<(String, String)>,
+}
+
+impl std::fmt::Debug for ReplicationUrl {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The URL holds the password.
+        f.debug_struct("ReplicationUrl")
+            .field("settings", &self.settings)
+            .finish_non_exhaustive()
+    }
+}
+
 /// A replication connection to the source (`replication=database`).
 pub struct ReplicationConnection {
     pub(crate) inner: PgReplicationConnection,
 }
 
 impl ReplicationConnection {
-    /// Connects without retrying: a wrong password or address fails at once.
-    pub fn connect(replication_url: &str) -> Result<ReplicationConnection, SnapshotError> {
-        let inner = PgReplicationConnection::connect(replication_url).map_err(|e| {
+    /// Connects without retrying (a wrong password or address fails at
+    /// once) and pins the session's settings.
+    pub fn connect(target: &ReplicationUrl) -> Result<ReplicationConnection, SnapshotError> {
+        let mut inner = PgReplicationConnection::connect(&target.url).map_err(|e| {
             SnapshotError::replication("connecting to the source for replication", e)
         })?;
+        for (name, value) in &target.settings {
+            inner
+                .exec(&format!(
+                    "SET {name} = {}",
+                    crate::sql::quote_literal(value)
+                ))
+                .map_err(|e| {
+                    SnapshotError::replication(
+                        format!("setting {name} on the replication session"),
+                        e,
+                    )
+                })?;
+        }
         Ok(ReplicationConnection { inner })
     }
 
@@ -91,7 +126,7 @@ impl Boundary {
     /// original snapshot is gone. This waits for transactions running on the
     /// source to finish, as PostgreSQL must before a slot is consistent.
     pub fn create(
-        replication_url: &str,
+        replication_url: &ReplicationUrl,
         slot: &str,
         temporary: bool,
     ) -> Result<Boundary, SnapshotError> {
@@ -102,14 +137,14 @@ impl Boundary {
     /// version whose rows come from elsewhere (archived WAL): no snapshot
     /// holds back the source's vacuum while the version is filled.
     pub fn create_without_snapshot(
-        replication_url: &str,
+        replication_url: &ReplicationUrl,
         slot: &str,
     ) -> Result<Boundary, SnapshotError> {
         Boundary::create_with(replication_url, slot, false, false)
     }
 
     fn create_with(
-        replication_url: &str,
+        replication_url: &ReplicationUrl,
         slot: &str,
         temporary: bool,
         export: bool,

@@ -15,7 +15,7 @@ pub mod live;
 pub mod sql;
 pub mod table;
 
-pub use boundary::{Boundary, ReplicationConnection};
+pub use boundary::{Boundary, ReplicationConnection, ReplicationUrl};
 pub use copy::{ChunkData, ChunkRead, KeysetChunk};
 pub use error::SnapshotError;
 pub use live::{LiveStream, StreamEvent};

@@ -379,6 +379,7 @@ mod tests {
                 key: None,
                 select: "id, body".into(),
                 filter: None,
+                table: "t__v1".into(),
             },
             source: SourceTable {
                 schema: "public".into(),

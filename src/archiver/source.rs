@@ -44,13 +44,14 @@ pub(crate) struct Source {
 impl Source {
     /// Connects (blocking round trips; no retry here).
     pub(crate) fn connect(url: &PgUrl) -> Result<Source, ArchiverError> {
-        let conn =
-            PgReplicationConnection::connect(&crate::db::replication_url(url)).map_err(|e| {
+        let conn = PgReplicationConnection::connect(&crate::db::replication_url(url).url).map_err(
+            |e| {
                 ArchiverError::replication(
                     format!("connecting to the source {url} for replication"),
                     e,
                 )
-            })?;
+            },
+        )?;
         Ok(Source {
             conn,
             url: url.to_string(),

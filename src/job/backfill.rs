@@ -83,7 +83,7 @@ pub async fn backfill(
                     target: &wanted.target,
                     version: &wanted.version,
                     dest_schema: &wanted.dest_schema,
-                    table_name: &wanted.table_name(),
+                    table_name: &wanted.table,
                     source: &table,
                     select_sql: &wanted.select,
                     filter_sql: wanted.filter.as_deref(),
@@ -94,6 +94,34 @@ pub async fn backfill(
             .await?
         }
     };
+    // A live version whose slot is gone missed changes: it is rebuilt (an
+    // active one beside the table readers see, until the swap).
+    if state.phase.is_live() && state.lost.is_none() {
+        let health = super::source::slot_health(&source, &state.slot_name).await?;
+        if health != super::SlotHealth::Kept {
+            let reason = format!(
+                "its replication slot {} is gone or invalidated",
+                state.slot_name
+            );
+            state.mark_lost(&mut dest, &reason).await?;
+        }
+    }
+    if matches!(state.phase, Phase::Ready | Phase::Previous) {
+        if let Some(reason) = state.lost.clone() {
+            state.rebuild(&mut dest, &reason).await?;
+        }
+    } else if state.phase == Phase::Active {
+        if let Some(reason) = state.lost.clone() {
+            tracing::warn!(
+                target = name,
+                version = %state.version,
+                %reason,
+                "the active version lost changes; rebuilding it beside the table readers see, \
+                 which the swap replaces"
+            );
+            state.rebuild_aside(&mut dest, &reason).await?;
+        }
+    }
     let relid = state
         .source_relid
         .ok_or_else(|| Error::Internal("the version has no source table OID".into()))?;
@@ -203,9 +231,15 @@ async fn run(
                 catch_up(cx, dest, state, &mut follower).await?;
                 state.caught_up(&*dest).await?;
             }
-            Phase::Ready | Phase::Previous if state.lost.is_some() => {
-                let reason = state.lost.clone().unwrap_or_default();
-                state.rebuild(dest, &reason).await?;
+            Phase::Ready | Phase::Previous | Phase::Active if state.lost.is_some() => {
+                // Lost while this run went on: start over from the top.
+                return Err(Error::Lost(format!(
+                    "version {} of {} lost changes while it was built ({}); run the backfill \
+                     again to rebuild it",
+                    state.version,
+                    state.target,
+                    state.lost.as_deref().unwrap_or("")
+                )));
             }
             Phase::Ready if options.no_swap => {
                 tracing::info!(
@@ -220,17 +254,6 @@ async fn run(
             Phase::Ready => {
                 failpoint::hit("swap.start");
                 return swap::swap(cx.config, dest, &state.target, &state.version, cx.cancel).await;
-            }
-            Phase::Active if state.lost.is_some() => {
-                return Err(Error::Lost(format!(
-                    "version {} of {} is active but lost changes ({}); it cannot be rebuilt in \
-                     place while readers see it: configure a new version and run `walfill \
-                     backfill {}`",
-                    state.version,
-                    state.target,
-                    state.lost.as_deref().unwrap_or(""),
-                    state.target
-                )));
             }
             Phase::Active => {
                 tracing::info!(target = %state.target, version = %state.version, "already active; nothing to do");

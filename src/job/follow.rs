@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use tokio_postgres::Client;
 use tokio_util::sync::CancellationToken;
 use walfill_core::Lsn;
-use walfill_snapshot::{LiveStream, ReplicationConnection, SnapshotError};
+use walfill_snapshot::{LiveStream, ReplicationConnection, ReplicationUrl, SnapshotError};
 
 use super::source::{current_wal_lsn, slot_health, SlotHealth};
 use super::Context;
@@ -171,7 +171,7 @@ pub(crate) async fn catch_up(
 /// Opens the slot's stream, waiting while a killed predecessor's walsender
 /// still holds the slot.
 async fn start_with_retry(
-    url: &str,
+    url: &ReplicationUrl,
     slot: &str,
     publication: &str,
     from: Lsn,

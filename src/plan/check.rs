@@ -67,9 +67,26 @@ pub async fn build(dest: &Client, def: &Definition, table: SourceTable) -> Resul
     dest.execute(&format!("DROP VIEW IF EXISTS pg_temp.{CHECK_VIEW}"), &[])
         .await
         .map_err(|e| Error::destination("dropping the check view", e))?;
-    dest.execute(&format!("CREATE TEMP VIEW {CHECK_VIEW} AS {query}"), &[])
+    if let Err(e) = dest
+        .execute(&format!("CREATE TEMP VIEW {CHECK_VIEW} AS {query}"), &[])
         .await
-        .map_err(|e| transform_error(&e))?;
+    {
+        // A filter that is not one condition (clauses appended to it) says so.
+        if let Some(filter) = &def.filter {
+            let alone = format!("SELECT ({filter}) FROM pg_temp.{SHAPE_TABLE} AS {alias}");
+            if let Err(f) = dest.prepare(&alone).await {
+                if f.code() == Some(&tokio_postgres::error::SqlState::SYNTAX_ERROR) {
+                    return Err(problem(format!(
+                        "where = {filter:?} is not a condition: it must be one boolean \
+                         expression over the source row, not SQL clauses (GROUP BY, WINDOW, \
+                         ORDER BY...); {}",
+                        describe_pg_error(&f)
+                    )));
+                }
+            }
+        }
+        return Err(transform_error(&e));
+    }
 
     let outputs: Vec<OutputColumn> = dest
         .query(
@@ -106,8 +123,7 @@ pub async fn build(dest: &Client, def: &Definition, table: SourceTable) -> Resul
         .map(|r| r.get(0))
         .collect();
 
-    let mut problems = row_by_row_problems(dest).await?;
-    let warnings = volatile_functions(dest).await?;
+    let (mut problems, warnings) = row_by_row_problems(dest).await?;
     for (i, out) in outputs.iter().enumerate() {
         if out.name == "?column?" {
             problems.push(format!(
@@ -212,9 +228,10 @@ pub async fn build(dest: &Client, def: &Definition, table: SourceTable) -> Resul
 /// Why the checked transform is not a row-by-row function of one source
 /// row: aggregates, window functions (also through a named `WINDOW`),
 /// set-returning functions, subqueries, other tables, grouping, ordering,
-/// limits or set operations. Read from the view's stored query tree, which
-/// sees through any wrapping expression.
-async fn row_by_row_problems(dest: &Client) -> Result<Vec<String>> {
+/// limits or set operations; and, as warnings, the volatile functions it
+/// calls. Read from the view's stored query tree, which sees through any
+/// wrapping expression.
+async fn row_by_row_problems(dest: &Client) -> Result<(Vec<String>, Vec<String>)> {
     let row = dest
         .query_one(
             "SELECT r.ev_action::text,
@@ -282,26 +299,33 @@ async fn row_by_row_problems(dest: &Client) -> Result<Vec<String>> {
             ));
         }
     }
-    Ok(problems)
-}
-
-/// Volatile functions the transform calls: each rebuild gives other values.
-async fn volatile_functions(dest: &Client) -> Result<Vec<String>> {
-    let names: Vec<String> = dest
+    // Functions called directly and through operators (built-in ones have
+    // no dependency rows, so the tree is where they show).
+    let functions: Vec<u32> = [":funcid ", ":opfuncid "]
+        .iter()
+        .flat_map(|field| {
+            tree.match_indices(field).filter_map(|(at, _)| {
+                let digits: String = tree[at + field.len()..]
+                    .chars()
+                    .take_while(char::is_ascii_digit)
+                    .collect();
+                digits.parse().ok()
+            })
+        })
+        .filter(|oid| *oid != 0)
+        .collect();
+    let volatile: Vec<String> = dest
         .query(
-            "SELECT DISTINCT p.oid::regprocedure::text FROM pg_depend d
-               JOIN pg_rewrite r ON d.classid = 'pg_rewrite'::regclass AND d.objid = r.oid
-               JOIN pg_proc p ON d.refclassid = 'pg_proc'::regclass AND d.refobjid = p.oid
-              WHERE r.ev_class = $1::text::regclass AND p.provolatile = 'v'
-              ORDER BY 1",
-            &[&format!("pg_temp.{CHECK_VIEW}")],
+            "SELECT DISTINCT oid::regprocedure::text FROM pg_proc
+              WHERE oid = ANY($1) AND provolatile = 'v' ORDER BY 1",
+            &[&functions],
         )
         .await
         .map_err(|e| Error::destination("reading the transform's functions", e))?
         .iter()
         .map(|r| r.get(0))
         .collect();
-    Ok(names
+    let warnings = volatile
         .into_iter()
         .map(|f| {
             format!(
@@ -309,7 +333,8 @@ async fn volatile_functions(dest: &Client) -> Result<Vec<String>> {
                  differ between versions, and between a row copied and the same row replayed"
             )
         })
-        .collect())
+        .collect();
+    Ok((problems, warnings))
 }
 
 /// Creates a temporary table with the source's columns (stored generated

@@ -43,6 +43,9 @@ pub struct Definition {
     pub select: String,
     /// The filter.
     pub filter: Option<String>,
+    /// The version's table (in `dest_schema`): `TARGET__VERSION`, or another
+    /// name for a version rebuilt beside the table readers still see.
+    pub table: String,
 }
 
 impl Definition {
@@ -56,6 +59,7 @@ impl Definition {
             key: target.key.clone(),
             select: target.select.clone(),
             filter: target.filter.clone(),
+            table: target.version_table(&target.version),
         }
     }
 
@@ -69,12 +73,8 @@ impl Definition {
             key: Some(state.key_columns.clone()),
             select: state.select_sql.clone(),
             filter: state.filter_sql.clone(),
+            table: state.table_name.clone(),
         }
-    }
-
-    /// The staging table's name.
-    pub fn table_name(&self) -> String {
-        format!("{}__{}", self.target, self.version)
     }
 
     /// The version's logical slot: `walfill_<target>_<version>_<tag>`, where
@@ -159,7 +159,7 @@ impl Plan {
         format!(
             "{}.{}",
             quote_ident(&self.def.dest_schema),
-            quote_ident(&self.def.table_name())
+            quote_ident(&self.def.table)
         )
     }
 
@@ -239,6 +239,7 @@ mod tests {
             key: None,
             select: "id".into(),
             filter: None,
+            table: "orders__v1".into(),
         };
         assert_eq!(def.slot_name("0a1b2c3d"), "walfill_orders_v1_0a1b2c3d");
         assert_ne!(def.slot_name("0a1b2c3d"), def.slot_name("99999999"));

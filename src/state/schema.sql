@@ -79,3 +79,7 @@ ALTER TABLE walfill.versions ADD COLUMN IF NOT EXISTS lease bigint NOT NULL DEFA
 -- Why the version lost changes for good (its slot is gone), when it did: it
 -- cannot be published until it is rebuilt.
 ALTER TABLE walfill.versions ADD COLUMN IF NOT EXISTS lost text;
+-- A table of this version that readers still see while the version is
+-- rebuilt beside it (an active version that lost changes); dropped by the
+-- swap that publishes the rebuilt table.
+ALTER TABLE walfill.versions ADD COLUMN IF NOT EXISTS replaced_table text;

@@ -362,6 +362,58 @@ impl VersionState {
         Ok(())
     }
 
+    /// Starts an active version over beside the table readers see (it lost
+    /// changes): a new table, back to planned, in one transaction. The swap
+    /// that publishes the new table drops the old one.
+    pub async fn rebuild_aside(&mut self, client: &mut Client, reason: &str) -> Result<()> {
+        let base = format!("{}__{}", self.target, self.version);
+        let mut table = format!("{base}__r{}", self.lease);
+        if table.len() > 63 {
+            table = format!(
+                "walfill_{:016x}_r{}",
+                crate::plan::fnv1a(base.as_bytes()),
+                self.lease
+            );
+        }
+        let old = self.table_name.clone();
+        let tx = begin(client, "the rebuild").await?;
+        self.update(
+            &tx,
+            "phase = 'planned', lost = NULL, table_name = $3,
+             replaced_table = coalesce(replaced_table, $4), boundary_lsn = NULL,
+             copy_boundary_lsn = NULL, applied_lsn = NULL, copy_cursor = NULL, rows_copied = 0,
+             replayed_lsn = NULL, changes_applied = 0, truncated_lsn = NULL,
+             truncated_seq = NULL, stream_desc = NULL, path_reason = NULL",
+            &[&table, &old],
+            "recording the rebuild",
+        )
+        .await?;
+        super::record_event(
+            &tx,
+            &self.target,
+            Some(&self.version),
+            "rebuild",
+            serde_json::json!({ "reason": reason, "table": table, "readers_keep": old }),
+        )
+        .await?;
+        commit(tx, "the rebuild").await?;
+        self.replaced_table = self.replaced_table.clone().or(Some(old));
+        self.table_name = table;
+        self.phase = Phase::Planned;
+        self.lost = None;
+        self.boundary_lsn = None;
+        self.copy_boundary_lsn = None;
+        self.applied_lsn = None;
+        self.copy_cursor = None;
+        self.rows_copied = 0;
+        self.replayed_lsn = None;
+        self.changes_applied = 0;
+        self.truncated = None;
+        self.stream_desc = None;
+        self.path_reason = None;
+        Ok(())
+    }
+
     /// Records that the version lost changes for good (its slot is gone):
     /// it cannot be published until rebuilt.
     pub async fn mark_lost(&mut self, client: &mut Client, reason: &str) -> Result<()> {

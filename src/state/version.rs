@@ -195,6 +195,9 @@ pub struct VersionState {
     pub last_error: Option<String>,
     /// Why the version lost changes for good, if it did.
     pub lost: Option<String>,
+    /// The version's earlier table, which readers still see while it is
+    /// rebuilt beside it.
+    pub replaced_table: Option<String>,
     /// The fencing token this process holds (after [`VersionState::take_lease`]).
     pub lease: i64,
     /// When the version was created, as text.
@@ -210,7 +213,8 @@ const COLUMNS: &str = "target, version, dest_schema, table_name, source_table, s
     copy_cursor, rows_copied, rows_estimated, copy_rate, applied_lsn, changes_applied,
     truncated_lsn, truncated_seq, last_error, created_at::text, swapped_at::text,
     updated_at::text, path, path_reason, replay_base, restart_lsn, replayed_lsn,
-    source_relid, source_schema, source_name, source_desc, stream_desc, lease, lost";
+    source_relid, source_schema, source_name, source_desc, stream_desc, lease, lost,
+    replaced_table";
 
 impl VersionState {
     fn from_row(row: &Row) -> Result<VersionState> {
@@ -284,6 +288,7 @@ impl VersionState {
             replayed_lsn: row.get(28),
             lease: row.get(34),
             lost: row.get(35),
+            replaced_table: row.get(36),
         })
     }
 

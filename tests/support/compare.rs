@@ -3,8 +3,23 @@
 
 use super::TestDb;
 
+/// Session settings that change how values are rendered as text, pinned on
+/// both sides of a comparison so a database with other defaults (DateStyle,
+/// say) compares by value, not by spelling.
+pub const PINNED_SETTINGS: &str = "SET DateStyle = 'ISO, MDY'; SET IntervalStyle = postgres; \
+     SET TimeZone = 'UTC'; SET extra_float_digits = 1; SET bytea_output = hex";
+
+/// A new connection to `db` with [`PINNED_SETTINGS`] applied.
+pub fn pinned_client(db: &TestDb) -> postgres::Client {
+    let mut client = db.client();
+    client
+        .batch_execute(PINNED_SETTINGS)
+        .unwrap_or_else(|e| panic!("pinning the session's settings: {e}"));
+    client
+}
+
 fn rows(db: &TestDb, sql: &str) -> Vec<String> {
-    db.client()
+    pinned_client(db)
         .query(sql, &[])
         .unwrap_or_else(|e| panic!("{sql}: {e}"))
         .iter()
