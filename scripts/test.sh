@@ -19,15 +19,8 @@ log "checking formatting and lints"
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
-WALFILL_TEST_PG_URL="$("$WALFILL_ROOT/scripts/pg-up.sh")"
-WALFILL_TEST_PG_REPLICA_URL="$(WALFILL_PG_HOME="$WALFILL_PG_HOME-replica" \
-  WALFILL_PG_PORT=$((WALFILL_PG_PORT + 1)) WALFILL_PG_WAL_LEVEL=replica \
-  "$WALFILL_ROOT/scripts/pg-up.sh")"
-WALFILL_TEST_ARCHIVE_URL="file://$WALFILL_PG_ARCHIVE"
-export WALFILL_TEST_PG_URL WALFILL_TEST_PG_REPLICA_URL WALFILL_TEST_ARCHIVE_URL
-# A local S3-compatible server for the tests of S3 archives.
-S3_ENV="$("$WALFILL_ROOT/scripts/s3-up.sh")"
-eval "$S3_ENV"
+TEST_ENV="$("$WALFILL_ROOT/scripts/test-env.sh")"
+eval "$TEST_ENV"
 
 if cargo nextest --version >/dev/null 2>&1; then
   cargo nextest run --workspace --locked --no-fail-fast "$@"

@@ -52,7 +52,11 @@ fn rebuild_by_replay_reads_nothing_from_the_source() {
         "plan: {plan}"
     );
 
+    // The control: a read of the table moves the counters.
+    let untouched = src.table_reads("orders");
+    src.value("SELECT count(*) FROM orders WHERE id > 0");
     let before = src.table_reads("orders");
+    assert_ne!(untouched, before, "a read of orders was not counted");
     walfill.ok(&["backfill", "orders_summary"]);
     assert_eq!(
         src.table_reads("orders"),
@@ -293,8 +297,37 @@ fn kill_mid_replay_then_rerun() {
     run.kill().expect("SIGKILL walfill");
     let _ = run.wait();
     assert_eq!(version_field(&db, "v1", "phase"), "replaying");
+    let stored: i64 = version_field(
+        &db,
+        "v1",
+        "(SELECT count(*) FROM derived.orders_summary__v1)",
+    )
+    .parse()
+    .unwrap();
+    assert!(stored > 0, "nothing was stored before the kill");
+    // Rows stored by the killed run carry destination transaction ids below
+    // this one; a rerun that started over would have replaced them all.
+    let rerun_from: i64 = db.value("SELECT txid_current()").unwrap().parse().unwrap();
 
     walfill.ok(&["backfill", "orders_summary"]);
+    let kept: i64 = db
+        .value(&format!(
+            "SELECT count(*) FROM derived.orders_summary__v1 WHERE xmin::text::bigint < {rerun_from}"
+        ))
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(
+        kept > 0,
+        "the rerun replaced every row the killed run stored ({stored}) instead of resuming"
+    );
+    let resumed = db
+        .value(
+            "SELECT detail->>'phase' FROM walfill.events WHERE kind = 'backfill_started'
+              ORDER BY id DESC LIMIT 1",
+        )
+        .unwrap();
+    assert_eq!(resumed, "replaying", "the rerun resumed the replay");
     let boundaries = db
         .value("SELECT count(*) FROM walfill.events WHERE kind = 'boundary'")
         .unwrap();

@@ -103,10 +103,24 @@ fn kill_mid_copy_and_mid_stream_then_rerun() {
         Some(ORDERS_WHERE),
         "id",
     );
-    let duplicates = db
-        .value("SELECT count(*) - count(DISTINCT id) FROM derived.orders_summary__v1")
+    // What a duplicate would look like, each counted where it would show:
+    // a row deleted at the source alive again in the version's table, and a
+    // stale copy (versioned at or before the boundary) winning over the
+    // updates every surviving row received after it.
+    let resurrected = db
+        .value(
+            "SELECT count(*) FROM derived.orders_summary__v1 s
+              WHERE NOT s._walfill_deleted AND NOT EXISTS (SELECT 1 FROM orders o WHERE o.id = s.id)",
+        )
         .unwrap();
-    assert_eq!(duplicates, "0");
+    assert_eq!(resurrected, "0", "deleted rows came back");
+    let stale = db
+        .value(
+            "SELECT count(*) FROM derived.orders_summary__v1 s, walfill.versions v
+              WHERE NOT s._walfill_deleted AND s._walfill_lsn <= v.copy_boundary_lsn",
+        )
+        .unwrap();
+    assert_eq!(stale, "0", "copied rows won over later updates");
     let events = db
         .value("SELECT count(*) FROM walfill.events WHERE kind = 'copy_resumed'")
         .unwrap();

@@ -56,6 +56,10 @@ fn kill_9_while_streaming_then_restart_loses_nothing() {
     }
     let statements = writer.stop();
     assert!(statements > 0, "the workload wrote nothing");
+    assert!(
+        slot.restart_lsn() > start,
+        "the slot never advanced across the kills, so the checks above checked nothing"
+    );
 
     // The slot's output and the end of the workload; the cluster archives it.
     let expected = o.expected();

@@ -164,11 +164,16 @@ pub fn archive_url() -> String {
 
 impl TestDb {
     /// Reads of `table` so far (sequential and index scans, tuples they
-    /// read), as the statistics system counts them once every backend has
-    /// reported.
+    /// read), as the statistics system counts them. A backend reports its
+    /// counters when it exits, so this first waits until no other session
+    /// is connected to the database (walfill's have ended).
     pub fn table_reads(&self, table: &str) -> (i64, i64, i64, i64) {
-        // Backends report their counters within a second of going idle.
-        std::thread::sleep(Duration::from_millis(1500));
+        self.wait_for(
+            "SELECT count(*) = 0 FROM pg_stat_activity
+              WHERE datname = current_database() AND pid <> pg_backend_pid()",
+            Duration::from_secs(30),
+            "the other sessions of the database to end",
+        );
         let mut client = self.client();
         client
             .batch_execute("SELECT pg_stat_clear_snapshot()")

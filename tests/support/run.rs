@@ -59,6 +59,15 @@ impl Walfill {
         self.command(args).output().expect("run walfill")
     }
 
+    /// Runs to completion with extra environment variables.
+    pub fn run_env(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
+        let mut cmd = self.command(args);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        cmd.output().expect("run walfill")
+    }
+
     /// Runs to completion and insists on success; returns stdout.
     pub fn ok(&self, args: &[&str]) -> String {
         let out = self.run(args);
@@ -80,28 +89,35 @@ impl Walfill {
             .expect("spawn walfill")
     }
 
-    /// Waits for a spawned run with a timeout, insisting on success.
+    /// Waits for a spawned run with a timeout, insisting on success. Its
+    /// stderr is drained while it runs, so a chatty run never blocks on a
+    /// full pipe.
     pub fn wait_ok(&self, mut child: Child, timeout: Duration) {
+        let reader = child.stderr.take().map(|mut pipe| {
+            std::thread::spawn(move || {
+                let mut text = Vec::new();
+                let _ = std::io::Read::read_to_end(&mut pipe, &mut text);
+                String::from_utf8_lossy(&text).into_owned()
+            })
+        });
         let started = Instant::now();
-        loop {
+        let status = loop {
             if let Some(status) = child.try_wait().expect("wait") {
-                let out = child.wait_with_output().expect("output");
-                assert!(
-                    status.success(),
-                    "walfill failed with {status}:\n{}",
-                    String::from_utf8_lossy(&out.stderr)
-                );
-                return;
+                break Some(status);
             }
             if started.elapsed() > timeout {
                 let _ = child.kill();
-                let out = child.wait_with_output().expect("output");
-                panic!(
-                    "walfill did not finish in {timeout:?}:\n{}",
-                    String::from_utf8_lossy(&out.stderr)
-                );
+                let _ = child.wait();
+                break None;
             }
             std::thread::sleep(Duration::from_millis(20));
+        };
+        let stderr = reader
+            .map(|r| r.join().unwrap_or_default())
+            .unwrap_or_default();
+        match status {
+            Some(status) => assert!(status.success(), "walfill failed with {status}:\n{stderr}"),
+            None => panic!("walfill did not finish in {timeout:?}:\n{stderr}"),
         }
     }
 }

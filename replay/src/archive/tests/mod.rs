@@ -96,8 +96,9 @@ pub(super) fn start(segno: u64) -> Lsn {
 pub(super) struct Backend {
     store: Arc<dyn ObjectStore>,
     prefix: Path,
-    /// For `file://` archives: the URL, and the directory removed at the end.
-    local: Option<(String, TempDir)>,
+    /// For archives opened by URL: the URL, and for `file://` ones the
+    /// directory removed at the end.
+    local: Option<(String, Option<TempDir>)>,
 }
 
 impl Backend {
@@ -120,14 +121,40 @@ impl Backend {
         Backend {
             store: Arc::clone(archive.store()),
             prefix: archive.prefix().clone(),
-            local: Some((url, dir)),
+            local: Some((url, Some(dir))),
+        }
+    }
+
+    /// An archive in the S3 test bucket (`WALFILL_TEST_S3_BUCKET`, with the
+    /// server in `AWS_ENDPOINT_URL`: `scripts/test.sh` starts one), under a
+    /// prefix of its own.
+    pub(super) fn s3(case: &str) -> Backend {
+        let bucket = std::env::var("WALFILL_TEST_S3_BUCKET").unwrap_or_else(|_| {
+            panic!(
+                "WALFILL_TEST_S3_BUCKET is not set: run the tests with scripts/test.sh, which \
+                 starts the S3 test server"
+            )
+        });
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0);
+        let url = format!(
+            "s3://{bucket}/conformance/{case}-{}-{nanos}",
+            std::process::id()
+        );
+        let archive = Archive::open(&url).expect("s3 URL");
+        Backend {
+            store: Arc::clone(archive.store()),
+            prefix: archive.prefix().clone(),
+            local: Some((url, None)),
         }
     }
 
     /// A new handle on the archive, knowing nothing yet (segment size).
     pub(super) fn archive(&self) -> Archive {
         match &self.local {
-            Some((url, _)) => Archive::open(url).expect("file URL"),
+            Some((url, _)) => Archive::open(url).expect("archive URL"),
             None => Archive::from_store(Arc::clone(&self.store), self.prefix.clone()),
         }
     }

@@ -29,6 +29,14 @@ macro_rules! conformance {
                 }
             )*
         }
+        mod s3 {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $case() {
+                    super::$case(super::Backend::s3(stringify!($case))).await
+                }
+            )*
+        }
     };
 }
 

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# The long randomized differential run: seeded random tables, workloads and
+# schema changes; versions built by snapshot, by replay from the table's
+# creation and by replay from a base snapshot, with kill -9 in every phase;
+# then every view compared with the transform of its source, row by row.
+# Larger than the suite's short run, with a transaction of a million rows.
+#
+#   scripts/torture.sh [--runs N] [--minutes M] [--first-seed S] [--large-rows R]
+#
+# Defaults: 500 runs, at most 240 minutes, seeds from 1000, 1000000 rows.
+# Each run's seed is logged; WALFILL_TORTURE_SEED=S scripts/test.sh torture::short
+# replays one. The log goes to .torture/torture-<time>.log as well.
+. "$(dirname "$0")/lib.sh"
+cd "$WALFILL_ROOT"
+
+runs=500 minutes=240 first=1000 large=1000000
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --runs) runs="$2"; shift 2 ;;
+    --minutes) minutes="$2"; shift 2 ;;
+    --first-seed) first="$2"; shift 2 ;;
+    --large-rows) large="$2"; shift 2 ;;
+    *) die "unknown argument $1 (see the comment at the top of $0)" ;;
+  esac
+done
+
+"$WALFILL_ROOT/scripts/deps.sh"
+TEST_ENV="$("$WALFILL_ROOT/scripts/test-env.sh")"
+eval "$TEST_ENV"
+export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
+export WALFILL_TORTURE_RUNS="$runs" WALFILL_TORTURE_MINUTES="$minutes"
+export WALFILL_TORTURE_FIRST_SEED="$first" WALFILL_TORTURE_LARGE_ROWS="$large"
+mkdir -p .torture
+logfile=".torture/torture-$(date -u +%Y%m%dT%H%M%SZ).log"
+log "running $runs runs from seed $first (at most $minutes minutes); log: $logfile"
+set +e
+cargo nextest run --locked --test integration --run-ignored only --no-capture \
+  --no-tests=fail -E 'test(=torture::long)' 2>&1 | tee "$logfile" | grep --line-buffered '^torture:'
+status=${PIPESTATUS[0]}
+set -e
+[ "$status" = 0 ] || die "the torture run failed; see $logfile"
+log "passed; see $logfile"
