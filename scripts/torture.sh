@@ -28,6 +28,9 @@ done
 TEST_ENV="$("$WALFILL_ROOT/scripts/test-env.sh")"
 eval "$TEST_ENV"
 export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
+# A build directory of its own: the run takes hours, and other builds must
+# not replace the binary it runs.
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$WALFILL_ROOT/target/torture}"
 export WALFILL_TORTURE_RUNS="$runs" WALFILL_TORTURE_MINUTES="$minutes"
 export WALFILL_TORTURE_FIRST_SEED="$first" WALFILL_TORTURE_LARGE_ROWS="$large"
 mkdir -p .torture

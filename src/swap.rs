@@ -17,7 +17,7 @@ use crate::db::{self, Role};
 use crate::error::{Error, Result};
 use crate::failpoint;
 use crate::job::{catch_up, current_wal_lsn, slot_health, Context, Follower, SlotHealth};
-use crate::plan::{self, Definition};
+use crate::plan;
 use crate::state::{self, lock, Phase, VersionState};
 
 /// Attempts before a swap blocked by long-running readers gives up.
@@ -171,7 +171,7 @@ async fn catch_up_version(
     cancel: &CancellationToken,
 ) -> Result<()> {
     v.take_lease(&*dest).await?;
-    let def = Definition::from_state(v);
+    let def = v.definition();
     let table = v
         .source_desc
         .clone()
@@ -184,7 +184,7 @@ async fn catch_up_version(
         cancel,
     };
     let mut follower = Follower::open(&cx, catalog, v, &plan, None, None).await?;
-    catch_up(&cx, dest, v, &mut follower).await
+    catch_up(&cx, dest, v, &mut follower, "swap.catchup").await
 }
 
 /// Replaces the view, retrying while long-running readers hold it.

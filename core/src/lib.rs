@@ -18,6 +18,7 @@
 
 pub mod change;
 pub mod lsn;
+pub mod name;
 pub mod relation;
 pub mod sql;
 pub mod xid;

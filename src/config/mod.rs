@@ -65,7 +65,10 @@ impl Config {
             self.destination.host_port(),
             self.destination.database()
         );
-        format!("{:08x}", crate::plan::fnv1a(identity.as_bytes()) as u32)
+        format!(
+            "{:08x}",
+            walfill_core::name::fnv1a(identity.as_bytes()) as u32
+        )
     }
 
     /// The targets named (all of them when `names` is empty).

@@ -126,7 +126,7 @@ pub async fn backfill(
         .source_relid
         .ok_or_else(|| Error::Internal("the version has no source table OID".into()))?;
     require_publication(&source, &config.backfill.publication, relid).await?;
-    let def = Definition::from_state(&state);
+    let def = state.definition();
     let table = state
         .source_desc
         .clone()
@@ -228,8 +228,8 @@ async fn run(
                     }
                     other => other?,
                 };
-                catch_up(cx, dest, state, &mut follower).await?;
-                state.caught_up(&*dest).await?;
+                catch_up(cx, dest, state, &mut follower, "catchup").await?;
+                state.caught_up(dest).await?;
             }
             Phase::Ready | Phase::Previous | Phase::Active if state.lost.is_some() => {
                 // Lost while this run went on: start over from the top.

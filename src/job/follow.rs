@@ -128,16 +128,18 @@ impl Follower {
 }
 
 /// Applies the stream to `state`'s version until it is at most
-/// `swap_max_lag_bytes` behind the source.
+/// `swap_max_lag_bytes` behind the source. `failpoints` names the step
+/// (`catchup` in a backfill, `swap.catchup` before a swap).
 pub(crate) async fn catch_up(
     cx: &Context<'_>,
     dest: &mut Client,
     state: &mut VersionState,
     follower: &mut Follower,
+    failpoints: &str,
 ) -> Result<()> {
     let (config, source, cancel) = (cx.config, cx.source, cx.cancel);
     let max_lag = config.backfill.swap_max_lag_bytes;
-    failpoint::hit("catchup.start");
+    failpoint::hit(&format!("{failpoints}.start"));
     loop {
         let until = current_wal_lsn(source).await?;
         follower.extend(until);
@@ -148,7 +150,7 @@ pub(crate) async fn catch_up(
             %until,
             "catching up"
         );
-        follower.run(dest, state, cancel, "catchup").await?;
+        follower.run(dest, state, cancel, failpoints).await?;
         let applied = state.applied_lsn.unwrap_or_default();
         let lag = current_wal_lsn(source)
             .await?
@@ -162,7 +164,7 @@ pub(crate) async fn catch_up(
                 lag_bytes = lag,
                 "caught up"
             );
-            failpoint::hit("catchup.end");
+            failpoint::hit(&format!("{failpoints}.end"));
             return Ok(());
         }
     }

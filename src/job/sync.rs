@@ -18,7 +18,7 @@ use super::source::current_wal_lsn;
 use crate::config::Config;
 use crate::db::{self, Role};
 use crate::error::{Directive, Error, Result};
-use crate::plan::{self, Definition};
+use crate::plan;
 use crate::state::{self, lock, VersionState};
 
 /// How a sync runs.
@@ -235,12 +235,12 @@ async fn follow_version(
         return Ok(());
     }
     if state.source_desc.is_none() {
-        let def = Definition::from_state(&state);
+        let def = state.definition();
         let table = plan::describe(&source, &def).await?;
         state.adopt_description(&dest, &table).await?;
     }
     state.take_lease(&dest).await?;
-    let def = Definition::from_state(&state);
+    let def = state.definition();
     let table = state
         .source_desc
         .clone()

@@ -19,7 +19,6 @@ use walfill_core::sql::quote_ident;
 use walfill_snapshot::SourceTable;
 
 use crate::config::{QualifiedName, Target};
-use crate::state::VersionState;
 
 /// Name of the session's temporary work table.
 pub const WORK_TABLE: &str = "_walfill_rows";
@@ -63,20 +62,6 @@ impl Definition {
         }
     }
 
-    /// The definition recorded with an existing version.
-    pub fn from_state(state: &VersionState) -> Definition {
-        Definition {
-            target: state.target.clone(),
-            version: state.version.clone(),
-            dest_schema: state.dest_schema.clone(),
-            source: state.source_name.clone(),
-            key: Some(state.key_columns.clone()),
-            select: state.select_sql.clone(),
-            filter: state.filter_sql.clone(),
-            table: state.table_name.clone(),
-        }
-    }
-
     /// The version's logical slot: `walfill_<target>_<version>_<tag>`, where
     /// `tag` tells deployments apart (slot names are global to a cluster, and
     /// two destinations may follow the same source). Shortened with a hash
@@ -86,15 +71,12 @@ impl Definition {
         if name.len() <= 63 {
             return name;
         }
-        format!("{}_{:016x}", &name[..46], fnv1a(name.as_bytes()))
+        format!(
+            "{}_{:016x}",
+            &name[..46],
+            walfill_core::name::fnv1a(name.as_bytes())
+        )
     }
-}
-
-/// A stable 64-bit FNV-1a hash, for names derived from other names.
-pub fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-        (h ^ u64::from(*b)).wrapping_mul(0x100_0000_01b3)
-    })
 }
 
 /// A column the transform produces.

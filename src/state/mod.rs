@@ -6,6 +6,7 @@
 //! and the record of which version is active.
 
 pub mod lock;
+mod progress;
 mod transition;
 mod version;
 

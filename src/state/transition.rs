@@ -3,10 +3,10 @@
 //! after it, and every state it can be left in has a way forward.
 
 use tokio_postgres::{Client, GenericClient, Transaction};
-use walfill_core::{Lsn, Version};
+use walfill_core::Lsn;
 
-use super::version::{NewVersion, Path, Phase, VersionState};
-use crate::apply::{Cursor, StreamDesc};
+use super::version::{NewVersion, Path, VersionState};
+use crate::apply::StreamDesc;
 use crate::error::{Error, Result};
 
 /// How a version's fill starts.
@@ -27,6 +27,14 @@ pub enum FillStart {
         restart: Lsn,
     },
 }
+
+/// What a version forgets of its progress when its fill starts over.
+const RESET: &str = "copy_cursor = NULL, rows_copied = 0, replayed_lsn = NULL, \
+                     changes_applied = 0, truncated_lsn = NULL, truncated_seq = NULL";
+
+/// What a version forgets of its slot when it is built again.
+const UNBOUND: &str = "boundary_lsn = NULL, copy_boundary_lsn = NULL, applied_lsn = NULL, \
+                       stream_desc = NULL";
 
 async fn begin<'a>(client: &'a mut Client, what: &str) -> Result<Transaction<'a>> {
     client
@@ -122,6 +130,39 @@ impl VersionState {
         Ok(())
     }
 
+    /// One transition: `prepare` (if any: a statement run first, such as
+    /// emptying the version's table), the `UPDATE ... SET {set}` (params
+    /// from `$3`), and an event of `kind` with `detail`, in one destination
+    /// transaction; then the state is read back.
+    #[allow(clippy::too_many_arguments)]
+    async fn transition(
+        &mut self,
+        client: &mut Client,
+        what: &str,
+        prepare: Option<String>,
+        set: &str,
+        params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+        kind: &str,
+        detail: serde_json::Value,
+    ) -> Result<()> {
+        let tx = begin(client, what).await?;
+        if let Some(sql) = prepare {
+            tx.batch_execute(&sql)
+                .await
+                .map_err(|e| Error::destination(format!("recording {what}"), e))?;
+        }
+        self.update(&tx, set, params, &format!("recording {what}"))
+            .await?;
+        super::record_event(&tx, &self.target, Some(&self.version), kind, detail).await?;
+        commit(tx, what).await?;
+        let lease = self.lease;
+        *self = VersionState::load(&*client, &self.target, &self.version)
+            .await?
+            .ok_or_else(|| Error::Internal(format!("version {} vanished", self.label())))?;
+        self.lease = lease;
+        Ok(())
+    }
+
     /// Records the path chosen for a planned version, and why.
     pub async fn choose_path(
         &mut self,
@@ -130,28 +171,16 @@ impl VersionState {
         reason: &str,
         replay_base: Option<serde_json::Value>,
     ) -> Result<()> {
-        let tx = begin(client, "the version's path").await?;
-        self.update(
-            &tx,
+        self.transition(
+            client,
+            "the version's path",
+            None,
             "path = $3, path_reason = $4, replay_base = $5, phase = 'planned'",
             &[&path.as_str(), &reason, &replay_base],
-            "recording the version's path",
-        )
-        .await?;
-        super::record_event(
-            &tx,
-            &self.target,
-            Some(&self.version),
             "path",
             serde_json::json!({ "path": path.as_str(), "reason": reason }),
         )
-        .await?;
-        commit(tx, "the version's path").await?;
-        self.phase = Phase::Planned;
-        self.path = path;
-        self.path_reason = Some(reason.to_string());
-        self.replay_base = replay_base;
-        Ok(())
+        .await
     }
 
     /// Starts filling: empties the version's table and records the slot's
@@ -163,113 +192,65 @@ impl VersionState {
                 (Path::Replay, boundary, Some(restart), None)
             }
         };
-        let stream_json = stream
+        let stream = stream
             .as_ref()
             .map(serde_json::to_value)
             .transpose()
             .map_err(|e| Error::Internal(format!("describing the stream: {e}")))?;
-        let phase = path.filling();
-        let tx = begin(client, "the version's boundary").await?;
-        tx.batch_execute(&format!("TRUNCATE {}", self.staging_table()))
-            .await
-            .map_err(|e| Error::destination("emptying the version's table", e))?;
-        self.update(
-            &tx,
-            "phase = $3, path = $4, boundary_lsn = $5, copy_boundary_lsn = $5, applied_lsn = $5,
-             restart_lsn = coalesce($6, restart_lsn), copy_cursor = NULL, rows_copied = 0,
-             replayed_lsn = NULL, changes_applied = 0, truncated_lsn = NULL,
-             truncated_seq = NULL, stream_desc = $7, lost = NULL, copy_started_at = now()",
+        let slot = self.slot_name.clone();
+        self.transition(
+            client,
+            "the version's boundary",
+            Some(format!("TRUNCATE {}", self.staging_table())),
+            &format!(
+                "phase = $3, path = $4, boundary_lsn = $5, copy_boundary_lsn = $5, applied_lsn = $5,
+                 restart_lsn = coalesce($6, restart_lsn), stream_desc = $7,
+                 lost = NULL, copy_started_at = now(), {RESET}"
+            ),
             &[
-                &phase.as_str(),
+                &path.filling().as_str(),
                 &path.as_str(),
                 &boundary,
                 &restart,
-                &stream_json,
+                &stream,
             ],
-            "recording the version's boundary",
-        )
-        .await?;
-        super::record_event(
-            &tx,
-            &self.target,
-            Some(&self.version),
             "boundary",
-            serde_json::json!({ "slot": self.slot_name, "lsn": boundary.to_string(), "path": path.as_str() }),
+            serde_json::json!({ "slot": slot, "lsn": boundary.to_string(), "path": path.as_str() }),
         )
-        .await?;
-        commit(tx, "the version's boundary").await?;
-        self.phase = phase;
-        self.path = path;
-        self.boundary_lsn = Some(boundary);
-        self.copy_boundary_lsn = Some(boundary);
-        self.applied_lsn = Some(boundary);
-        self.restart_lsn = restart.or(self.restart_lsn);
-        self.copy_cursor = None;
-        self.rows_copied = 0;
-        self.replayed_lsn = None;
-        self.changes_applied = 0;
-        self.truncated = None;
-        self.stream_desc = stream;
-        self.lost = None;
-        Ok(())
+        .await
     }
 
     /// Records a new snapshot for the rest of an interrupted copy.
     pub async fn resume_copy(&mut self, client: &mut Client, copy_boundary: Lsn) -> Result<()> {
-        let tx = begin(client, "the resumed copy").await?;
-        self.update(
-            &tx,
+        let after = self.copy_cursor.clone();
+        self.transition(
+            client,
+            "the resumed copy",
+            None,
             "copy_boundary_lsn = $3",
             &[&copy_boundary],
-            "recording the resumed copy's snapshot",
-        )
-        .await?;
-        super::record_event(
-            &tx,
-            &self.target,
-            Some(&self.version),
             "copy_resumed",
-            serde_json::json!({ "after": self.copy_cursor, "snapshot_lsn": copy_boundary.to_string() }),
+            serde_json::json!({ "after": after, "snapshot_lsn": copy_boundary.to_string() }),
         )
-        .await?;
-        commit(tx, "the resumed copy").await?;
-        self.copy_boundary_lsn = Some(copy_boundary);
-        Ok(())
+        .await
     }
 
     /// Gives up replaying: the version goes back to planned, to be built
     /// from a snapshot, for `reason`. One transaction.
     pub async fn fall_back(&mut self, client: &mut Client, reason: &str) -> Result<()> {
         let why = format!("replay abandoned: {reason}");
-        let tx = begin(client, "the fallback to a snapshot").await?;
-        self.update(
-            &tx,
-            "phase = 'planned', path = 'snapshot', path_reason = $3, replay_base = NULL,
-             copy_cursor = NULL, rows_copied = 0, replayed_lsn = NULL, changes_applied = 0,
-             truncated_lsn = NULL, truncated_seq = NULL",
+        self.transition(
+            client,
+            "the fallback to a snapshot",
+            None,
+            &format!(
+                "phase = 'planned', path = 'snapshot', path_reason = $3, replay_base = NULL, {RESET}"
+            ),
             &[&why],
-            "recording the fallback to a snapshot",
-        )
-        .await?;
-        super::record_event(
-            &tx,
-            &self.target,
-            Some(&self.version),
             "replay_abandoned",
             serde_json::json!({ "reason": reason }),
         )
-        .await?;
-        commit(tx, "the fallback to a snapshot").await?;
-        self.phase = Phase::Planned;
-        self.path = Path::Snapshot;
-        self.path_reason = Some(why);
-        self.replay_base = None;
-        self.copy_cursor = None;
-        self.rows_copied = 0;
-        self.replayed_lsn = None;
-        self.changes_applied = 0;
-        self.truncated = None;
-        Ok(())
+        .await
     }
 
     /// The version is filled up to its boundary: it catches up with the
@@ -284,82 +265,50 @@ impl VersionState {
             .map(serde_json::to_value)
             .transpose()
             .map_err(|e| Error::Internal(format!("describing the stream: {e}")))?;
-        let tx = begin(client, "the end of the fill").await?;
-        self.update(
-            &tx,
+        let detail = serde_json::json!({
+            "path": self.path.as_str(), "rows": self.rows_copied, "changes": self.changes_applied
+        });
+        self.transition(
+            client,
+            "the end of the fill",
+            None,
             "phase = 'catching_up', stream_desc = coalesce($3, stream_desc),
              copy_finished_at = now()",
             &[&desc],
-            "recording the end of the fill",
-        )
-        .await?;
-        super::record_event(
-            &tx,
-            &self.target,
-            Some(&self.version),
             "filled",
-            serde_json::json!({ "path": self.path.as_str(), "rows": self.rows_copied, "changes": self.changes_applied }),
+            detail,
         )
-        .await?;
-        commit(tx, "the end of the fill").await?;
-        self.phase = Phase::CatchingUp;
-        if let Some(stream) = stream {
-            self.stream_desc = Some(stream.clone());
-        }
-        Ok(())
+        .await
     }
 
     /// The version has caught up with the source.
-    pub async fn caught_up(&mut self, client: &impl GenericClient) -> Result<()> {
-        self.update(
+    pub async fn caught_up(&mut self, client: &mut Client) -> Result<()> {
+        let applied = self.applied_lsn.unwrap_or_default().to_string();
+        self.transition(
             client,
+            "that the version caught up",
+            None,
             "phase = 'ready', caught_up_at = now()",
             &[],
-            "recording that the version caught up",
+            "caught_up",
+            serde_json::json!({ "applied": applied }),
         )
-        .await?;
-        self.phase = Phase::Ready;
-        Ok(())
+        .await
     }
 
     /// Starts the version over (its slot was lost): back to planned, its
     /// table emptied, in one transaction.
     pub async fn rebuild(&mut self, client: &mut Client, reason: &str) -> Result<()> {
-        let tx = begin(client, "the rebuild").await?;
-        tx.batch_execute(&format!("TRUNCATE {}", self.staging_table()))
-            .await
-            .map_err(|e| Error::destination("emptying the version's table", e))?;
-        self.update(
-            &tx,
-            "phase = 'planned', lost = NULL, boundary_lsn = NULL, copy_boundary_lsn = NULL,
-             applied_lsn = NULL, copy_cursor = NULL, rows_copied = 0, replayed_lsn = NULL,
-             changes_applied = 0, truncated_lsn = NULL, truncated_seq = NULL,
-             stream_desc = NULL",
+        self.transition(
+            client,
+            "the rebuild",
+            Some(format!("TRUNCATE {}", self.staging_table())),
+            &format!("phase = 'planned', lost = NULL, {UNBOUND}, {RESET}"),
             &[],
-            "recording the rebuild",
-        )
-        .await?;
-        super::record_event(
-            &tx,
-            &self.target,
-            Some(&self.version),
             "rebuild",
             serde_json::json!({ "reason": reason }),
         )
-        .await?;
-        commit(tx, "the rebuild").await?;
-        self.phase = Phase::Planned;
-        self.lost = None;
-        self.boundary_lsn = None;
-        self.copy_boundary_lsn = None;
-        self.applied_lsn = None;
-        self.copy_cursor = None;
-        self.rows_copied = 0;
-        self.replayed_lsn = None;
-        self.changes_applied = 0;
-        self.truncated = None;
-        self.stream_desc = None;
-        Ok(())
+        .await
     }
 
     /// Starts an active version over beside the table readers see (it lost
@@ -371,241 +320,39 @@ impl VersionState {
         if table.len() > 63 {
             table = format!(
                 "walfill_{:016x}_r{}",
-                crate::plan::fnv1a(base.as_bytes()),
+                walfill_core::name::fnv1a(base.as_bytes()),
                 self.lease
             );
         }
         let old = self.table_name.clone();
-        let tx = begin(client, "the rebuild").await?;
-        self.update(
-            &tx,
-            "phase = 'planned', lost = NULL, table_name = $3,
-             replaced_table = coalesce(replaced_table, $4), boundary_lsn = NULL,
-             copy_boundary_lsn = NULL, applied_lsn = NULL, copy_cursor = NULL, rows_copied = 0,
-             replayed_lsn = NULL, changes_applied = 0, truncated_lsn = NULL,
-             truncated_seq = NULL, stream_desc = NULL, path_reason = NULL",
+        self.transition(
+            client,
+            "the rebuild",
+            None,
+            &format!(
+                "phase = 'planned', lost = NULL, table_name = $3,
+                 replaced_table = coalesce(replaced_table, $4), path_reason = NULL, {UNBOUND},
+                 {RESET}"
+            ),
             &[&table, &old],
-            "recording the rebuild",
-        )
-        .await?;
-        super::record_event(
-            &tx,
-            &self.target,
-            Some(&self.version),
             "rebuild",
             serde_json::json!({ "reason": reason, "table": table, "readers_keep": old }),
         )
-        .await?;
-        commit(tx, "the rebuild").await?;
-        self.replaced_table = self.replaced_table.clone().or(Some(old));
-        self.table_name = table;
-        self.phase = Phase::Planned;
-        self.lost = None;
-        self.boundary_lsn = None;
-        self.copy_boundary_lsn = None;
-        self.applied_lsn = None;
-        self.copy_cursor = None;
-        self.rows_copied = 0;
-        self.replayed_lsn = None;
-        self.changes_applied = 0;
-        self.truncated = None;
-        self.stream_desc = None;
-        self.path_reason = None;
-        Ok(())
+        .await
     }
 
     /// Records that the version lost changes for good (its slot is gone):
     /// it cannot be published until rebuilt.
     pub async fn mark_lost(&mut self, client: &mut Client, reason: &str) -> Result<()> {
-        let tx = begin(client, "the lost version").await?;
-        self.update(&tx, "lost = $3", &[&reason], "recording the lost version")
-            .await?;
-        super::record_event(
-            &tx,
-            &self.target,
-            Some(&self.version),
+        self.transition(
+            client,
+            "the lost version",
+            None,
+            "lost = $3",
+            &[&reason],
             "lost",
             serde_json::json!({ "reason": reason }),
         )
-        .await?;
-        commit(tx, "the lost version").await?;
-        self.lost = Some(reason.to_string());
-        Ok(())
-    }
-
-    /// Records a stored batch's cursor inside the batch's transaction, with
-    /// the changes it carried and the newest TRUNCATE stored. Fails when
-    /// another process took the version over since this one did.
-    pub async fn record_batch(
-        &mut self,
-        tx: &Transaction<'_>,
-        cursor: &Cursor,
-        changes: i64,
-        truncated: Option<Version>,
-    ) -> Result<()> {
-        let truncated = truncated.max(self.truncated);
-        let truncated_lsn = truncated.map(|t| t.commit_lsn);
-        let truncated_seq = truncated.map(|t| t.seq as i32);
-        let common = "changes_applied = changes_applied + $4, truncated_lsn = $5, \
-                      truncated_seq = $6, last_error = NULL, updated_at = now()";
-        let sql = |set: &str| {
-            format!(
-                "UPDATE walfill.versions SET {set}, {common}
-                  WHERE target = $1 AND version = $2 AND lease = $3"
-            )
-        };
-        let key = (&self.target, &self.version, self.lease);
-        let updated = match cursor {
-            Cursor::Copied {
-                last_key,
-                rows,
-                rate,
-            } => {
-                tx.execute(
-                    &sql("copy_cursor = $7, rows_copied = rows_copied + $8, copy_rate = $9"),
-                    &[
-                        key.0,
-                        key.1,
-                        &key.2,
-                        &changes,
-                        &truncated_lsn,
-                        &truncated_seq,
-                        last_key,
-                        rows,
-                        rate,
-                    ],
-                )
-                .await
-            }
-            Cursor::BasePart { file, rows } => {
-                tx.execute(
-                    &sql("copy_cursor = ARRAY[$7::text], rows_copied = rows_copied + $8"),
-                    &[
-                        key.0,
-                        key.1,
-                        &key.2,
-                        &changes,
-                        &truncated_lsn,
-                        &truncated_seq,
-                        file,
-                        rows,
-                    ],
-                )
-                .await
-            }
-            Cursor::Replayed { committed } => {
-                tx.execute(
-                    &sql("replayed_lsn = coalesce($7, replayed_lsn)"),
-                    &[
-                        key.0,
-                        key.1,
-                        &key.2,
-                        &changes,
-                        &truncated_lsn,
-                        &truncated_seq,
-                        committed,
-                    ],
-                )
-                .await
-            }
-            Cursor::Streamed { end, description } => {
-                let desc = description
-                    .as_ref()
-                    .map(serde_json::to_value)
-                    .transpose()
-                    .map_err(|e| Error::Internal(format!("describing the stream: {e}")))?;
-                tx.execute(
-                    &sql("applied_lsn = $7, stream_desc = coalesce($8, stream_desc)"),
-                    &[
-                        key.0,
-                        key.1,
-                        &key.2,
-                        &changes,
-                        &truncated_lsn,
-                        &truncated_seq,
-                        end,
-                        &desc,
-                    ],
-                )
-                .await
-            }
-        }
-        .map_err(|e| Error::destination("recording the version's progress", e))?;
-        if updated == 0 {
-            return Err(Error::Fenced(format!(
-                "another walfill process took version {} of {} over (its lease moved past {}); \
-                 this one stops without storing more",
-                self.version, self.target, self.lease
-            )));
-        }
-        self.changes_applied += changes;
-        self.truncated = truncated;
-        match cursor {
-            Cursor::Copied {
-                last_key,
-                rows,
-                rate,
-            } => {
-                self.copy_cursor = Some(last_key.clone());
-                self.rows_copied += rows;
-                self.copy_rate = *rate;
-            }
-            Cursor::BasePart { file, rows } => {
-                self.copy_cursor = Some(vec![file.clone()]);
-                self.rows_copied += rows;
-            }
-            Cursor::Replayed { committed } => {
-                self.replayed_lsn = committed.or(self.replayed_lsn);
-            }
-            Cursor::Streamed { end, description } => {
-                self.applied_lsn = Some(*end);
-                if description.is_some() {
-                    self.stream_desc = description.clone();
-                }
-            }
-        }
-        Ok(())
-    }
-
-    /// Records the error that stopped the last run (best effort).
-    pub async fn record_error(
-        client: &impl GenericClient,
-        target: &str,
-        version: &str,
-        error: &str,
-    ) {
-        let result = client
-            .execute(
-                "UPDATE walfill.versions SET last_error = $3, updated_at = now()
-                  WHERE target = $1 AND version = $2",
-                &[&target, &version, &error],
-            )
-            .await;
-        if let Err(e) = result {
-            tracing::warn!(error = %e, "could not record the error in walfill.versions");
-        }
-    }
-
-    /// `UPDATE walfill.versions SET {set}, updated_at = now()` for this
-    /// version; `params` are `$3...`.
-    async fn update(
-        &self,
-        client: &impl GenericClient,
-        set: &str,
-        params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
-        context: &str,
-    ) -> Result<()> {
-        let sql = format!(
-            "UPDATE walfill.versions SET {set}, updated_at = now()
-              WHERE target = $1 AND version = $2"
-        );
-        let mut all: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> =
-            vec![&self.target, &self.version];
-        all.extend_from_slice(params);
-        client
-            .execute(&sql, &all)
-            .await
-            .map_err(|e| Error::destination(context, e))?;
-        Ok(())
+        .await
     }
 }

@@ -325,6 +325,20 @@ impl VersionState {
         walfill_core::sql::quote_qualified(&self.dest_schema, &self.table_name)
     }
 
+    /// The definition the version was created with.
+    pub fn definition(&self) -> crate::plan::Definition {
+        crate::plan::Definition {
+            target: self.target.clone(),
+            version: self.version.clone(),
+            dest_schema: self.dest_schema.clone(),
+            source: self.source_name.clone(),
+            key: Some(self.key_columns.clone()),
+            select: self.select_sql.clone(),
+            filter: self.filter_sql.clone(),
+            table: self.table_name.clone(),
+        }
+    }
+
     /// `target/version`, for messages.
     pub fn label(&self) -> String {
         format!("{}/{}", self.target, self.version)

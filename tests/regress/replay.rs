@@ -566,3 +566,115 @@ fn c3_a_missing_base_snapshot_part_falls_back_to_a_snapshot() {
     }
     v2_over_damaged_base(&db, &walfill, &archive, "a missing part");
 }
+
+/// A cluster of its own, started and restarted by the project's scripts.
+struct PrivateCluster {
+    home: PathBuf,
+    port: u16,
+    url: String,
+}
+
+impl PrivateCluster {
+    fn script(&self, name: &str) -> std::process::Output {
+        let out =
+            std::process::Command::new(format!("{}/scripts/{name}", env!("CARGO_MANIFEST_DIR")))
+                .env("WALFILL_PG_HOME", &self.home)
+                .env("WALFILL_PG_PORT", self.port.to_string())
+                .output()
+                .expect("run a cluster script");
+        assert!(
+            out.status.success(),
+            "scripts/{name} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out
+    }
+
+    fn start(tag: &str) -> PrivateCluster {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .expect("a free port");
+        let home = std::env::temp_dir().join(format!("walfill-{tag}-{}", std::process::id()));
+        let mut cluster = PrivateCluster {
+            home,
+            port,
+            url: String::new(),
+        };
+        let out = cluster.script("pg-up.sh");
+        cluster.url = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        cluster
+    }
+
+    fn restart_with_wal_level(&self, level: &str) {
+        crate::support::cluster::connect(&self.url)
+            .batch_execute(&format!("ALTER SYSTEM SET wal_level = {level}"))
+            .expect("set wal_level");
+        self.script("pg-down.sh");
+        self.script("pg-up.sh");
+    }
+}
+
+impl Drop for PrivateCluster {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new(format!(
+            "{}/scripts/pg-down.sh",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+        .arg("--purge")
+        .env("WALFILL_PG_HOME", &self.home)
+        .env("WALFILL_PG_PORT", self.port.to_string())
+        .output();
+    }
+}
+
+/// The read-from-code case of a `wal_level` change inside the replayed
+/// range: changes written under `replica` lack what decoding needs (a
+/// delete's old key; an insert's data sits in a full-page image), so the
+/// plan refuses replay and the backfill builds the version from a snapshot,
+/// exact; never a silent skip.
+#[test]
+fn c2_changes_written_under_wal_level_replica_are_never_replayed() {
+    let cluster = PrivateCluster::start("c2");
+    let db = TestDb::on(&cluster.url, "c2");
+    let archive = format!(
+        "[archive]\nurl = \"file://{}/archive\"\nwait_seconds = 60\n",
+        cluster.home.display()
+    );
+    let walfill = Walfill::new(&db, &archive);
+    walfill.ok(&["setup"]);
+    db.exec(
+        "CREATE TABLE t (id int PRIMARY KEY, v text);
+         INSERT INTO t SELECT g, 'v' || g FROM generate_series(1, 500) g;",
+    );
+    cluster.restart_with_wal_level("replica");
+    db.exec(
+        "CHECKPOINT;
+         UPDATE t SET v = 'under replica' WHERE id % 10 = 0;
+         DELETE FROM t WHERE id % 7 = 0;
+         INSERT INTO t SELECT g, 'replica ' || g FROM generate_series(1000, 1100) g;",
+    );
+    cluster.restart_with_wal_level("logical");
+    db.exec("UPDATE t SET v = v || '!' WHERE id % 3 = 0");
+    let select = "id, v";
+    walfill.configure(
+        &db,
+        &format!("{archive}\n{}", target("t_view", "t", select, None, "v1")),
+    );
+    walfill.ok(&["setup"]);
+    db.archive_wal();
+
+    let plan = walfill.ok(&["plan", "t_view"]);
+    assert!(
+        plan.contains(": snapshot") && plan.contains("wal_level"),
+        "the plan does not refuse replay over WAL written under wal_level=replica:\n{plan}"
+    );
+    let forced = walfill.run(&["backfill", "t_view", "--path", "replay"]);
+    assert!(
+        !forced.status.success(),
+        "a replay over WAL written under wal_level=replica was taken"
+    );
+    walfill.ok(&["backfill", "t_view"]);
+    assert_eq!(field(&db, "t_view", "v1", "path"), "snapshot");
+    assert_view_matches(&db, "public.t_view", "t", select, None, "id");
+}

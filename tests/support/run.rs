@@ -43,7 +43,7 @@ impl Walfill {
     }
 
     fn command(&self, args: &[&str]) -> Command {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_walfill"));
+        let mut cmd = Command::new(binary());
         cmd.args(args)
             .current_dir(&self.dir)
             .env("WALFILL_CONFIG", self.dir.join("walfill.toml"))
@@ -120,6 +120,12 @@ impl Walfill {
             None => panic!("walfill did not finish in {timeout:?}:\n{stderr}"),
         }
     }
+}
+
+/// The walfill binary the tests run: this build's, or another one named by
+/// `WALFILL_TEST_BIN` (to see how an older build fares on the same tests).
+pub fn binary() -> String {
+    std::env::var("WALFILL_TEST_BIN").unwrap_or_else(|_| env!("CARGO_BIN_EXE_walfill").to_string())
 }
 
 impl Drop for Walfill {

@@ -324,6 +324,11 @@ pub fn run(seed: u64, scale: Scale) -> Result<Outcome, String> {
         ));
     }
     out.path = field(&db, "path", version);
+    if kind == Kind::ReplayBase {
+        // The version that left the base reads columns the history since
+        // may have retyped: it has served its purpose.
+        walfill.ok(&["retire", "tv", "v0"]);
+    }
     if replay && out.refused.is_none() && path_arg != "snapshot" && out.path != "replay" {
         return Err(format!(
             "replay was not taken: {}",

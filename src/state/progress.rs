@@ -1,0 +1,188 @@
+//! A version's progress, recorded inside the transactions that make it:
+//! the cursor of each stored batch, checked against the version's fencing
+//! token, and the error that stopped a run.
+
+use tokio_postgres::{GenericClient, Transaction};
+use walfill_core::Version;
+
+use super::version::VersionState;
+use crate::apply::Cursor;
+use crate::error::{Error, Result};
+
+impl VersionState {
+    /// Records a stored batch's cursor inside the batch's transaction, with
+    /// the changes it carried and the newest TRUNCATE stored. Fails when
+    /// another process took the version over since this one did.
+    pub async fn record_batch(
+        &mut self,
+        tx: &Transaction<'_>,
+        cursor: &Cursor,
+        changes: i64,
+        truncated: Option<Version>,
+    ) -> Result<()> {
+        let truncated = truncated.max(self.truncated);
+        let truncated_lsn = truncated.map(|t| t.commit_lsn);
+        let truncated_seq = truncated.map(|t| t.seq as i32);
+        let common = "changes_applied = changes_applied + $4, truncated_lsn = $5, \
+                      truncated_seq = $6, last_error = NULL, updated_at = now()";
+        let sql = |set: &str| {
+            format!(
+                "UPDATE walfill.versions SET {set}, {common}
+                  WHERE target = $1 AND version = $2 AND lease = $3"
+            )
+        };
+        let key = (&self.target, &self.version, self.lease);
+        let updated = match cursor {
+            Cursor::Copied {
+                last_key,
+                rows,
+                rate,
+            } => {
+                tx.execute(
+                    &sql("copy_cursor = $7, rows_copied = rows_copied + $8, copy_rate = $9"),
+                    &[
+                        key.0,
+                        key.1,
+                        &key.2,
+                        &changes,
+                        &truncated_lsn,
+                        &truncated_seq,
+                        last_key,
+                        rows,
+                        rate,
+                    ],
+                )
+                .await
+            }
+            Cursor::BasePart { file, rows } => {
+                tx.execute(
+                    &sql("copy_cursor = ARRAY[$7::text], rows_copied = rows_copied + $8"),
+                    &[
+                        key.0,
+                        key.1,
+                        &key.2,
+                        &changes,
+                        &truncated_lsn,
+                        &truncated_seq,
+                        file,
+                        rows,
+                    ],
+                )
+                .await
+            }
+            Cursor::Replayed { committed } => {
+                tx.execute(
+                    &sql("replayed_lsn = coalesce($7, replayed_lsn)"),
+                    &[
+                        key.0,
+                        key.1,
+                        &key.2,
+                        &changes,
+                        &truncated_lsn,
+                        &truncated_seq,
+                        committed,
+                    ],
+                )
+                .await
+            }
+            Cursor::Streamed { end, description } => {
+                let desc = description
+                    .as_ref()
+                    .map(serde_json::to_value)
+                    .transpose()
+                    .map_err(|e| Error::Internal(format!("describing the stream: {e}")))?;
+                tx.execute(
+                    &sql("applied_lsn = $7, stream_desc = coalesce($8, stream_desc)"),
+                    &[
+                        key.0,
+                        key.1,
+                        &key.2,
+                        &changes,
+                        &truncated_lsn,
+                        &truncated_seq,
+                        end,
+                        &desc,
+                    ],
+                )
+                .await
+            }
+        }
+        .map_err(|e| Error::destination("recording the version's progress", e))?;
+        if updated == 0 {
+            return Err(Error::Fenced(format!(
+                "another walfill process took version {} of {} over (its lease moved past {}); \
+                 this one stops without storing more",
+                self.version, self.target, self.lease
+            )));
+        }
+        self.changes_applied += changes;
+        self.truncated = truncated;
+        match cursor {
+            Cursor::Copied {
+                last_key,
+                rows,
+                rate,
+            } => {
+                self.copy_cursor = Some(last_key.clone());
+                self.rows_copied += rows;
+                self.copy_rate = *rate;
+            }
+            Cursor::BasePart { file, rows } => {
+                self.copy_cursor = Some(vec![file.clone()]);
+                self.rows_copied += rows;
+            }
+            Cursor::Replayed { committed } => {
+                self.replayed_lsn = committed.or(self.replayed_lsn);
+            }
+            Cursor::Streamed { end, description } => {
+                self.applied_lsn = Some(*end);
+                if description.is_some() {
+                    self.stream_desc = description.clone();
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Records the error that stopped the last run (best effort).
+    pub async fn record_error(
+        client: &impl GenericClient,
+        target: &str,
+        version: &str,
+        error: &str,
+    ) {
+        let result = client
+            .execute(
+                "UPDATE walfill.versions SET last_error = $3, updated_at = now()
+                  WHERE target = $1 AND version = $2",
+                &[&target, &version, &error],
+            )
+            .await;
+        if let Err(e) = result {
+            tracing::warn!(error = %e, "could not record the error in walfill.versions");
+        }
+    }
+
+    /// `UPDATE walfill.versions SET {set}, updated_at = now()` for this
+    /// version; `params` are `$3...`.
+    pub(super) async fn update(
+        &self,
+        client: &impl GenericClient,
+        set: &str,
+        params: &[&(dyn tokio_postgres::types::ToSql + Sync)],
+        context: &str,
+    ) -> Result<()> {
+        let sql = format!(
+            "UPDATE walfill.versions SET {set}, updated_at = now()
+              WHERE target = $1 AND version = $2"
+        );
+        let mut all: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> =
+            vec![&self.target, &self.version];
+        all.extend_from_slice(params);
+        client
+            .execute(&sql, &all)
+            .await
+            .map_err(|e| Error::destination(context, e))?;
+        Ok(())
+    }
+}
