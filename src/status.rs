@@ -43,6 +43,8 @@ pub struct VersionStatus {
     pub updated_at: String,
     /// The error that stopped its last run.
     pub last_error: Option<String>,
+    /// Why the version lost changes for good (it must be rebuilt), if it did.
+    pub lost: Option<String>,
 }
 
 /// Prints the status of every target, as a table or as JSON.
@@ -71,6 +73,7 @@ pub async fn status(config: &Config, json: bool) -> Result<()> {
                 swapped_at: v.swapped_at,
                 updated_at: v.updated_at,
                 last_error: v.last_error,
+                lost: v.lost,
                 slot: v.slot_name,
                 target: v.target,
                 version: v.version,
@@ -116,7 +119,11 @@ pub async fn status(config: &Config, json: bool) -> Result<()> {
             r.slot_lag_bytes
                 .map(human_bytes)
                 .unwrap_or_else(|| "?".into()),
-            r.last_error.as_deref().unwrap_or("")
+            r.lost
+                .as_deref()
+                .map(|l| format!("LOST (rebuild it with `walfill backfill`): {l}"))
+                .or_else(|| r.last_error.clone())
+                .unwrap_or_default()
         );
     }
     Ok(())

@@ -239,6 +239,9 @@ async fn follow_version(
         let table = plan::describe(&source, &def).await?;
         state.adopt_description(&dest, &table).await?;
     }
+    if let Some(relid) = state.source_relid {
+        super::require_publication(&source, &config.backfill.publication, relid).await?;
+    }
     state.take_lease(&dest).await?;
     let def = state.definition();
     let table = state
