@@ -46,28 +46,31 @@ pg_psql -d "$DB" -c "CREATE TABLE big (id bigint PRIMARY KEY, payload text);
 "$WALFILL" setup >/dev/null
 "$WALFILL" backfill big_view 2>"$DIR/backfill.log" || die "backfill failed; see $DIR/backfill.log"
 
-# Peak RSS (KiB) of a command, polled until it exits; its status in $status.
+# Runs a command, polling its peak RSS until it exits: KiB in $peak, exit
+# status in $status.
 peak_of() {
   "$@" 2>"$DIR/run.log" &
-  local pid=$! peak=0 kib
+  local pid=$! kib
+  peak=0
   while kill -0 "$pid" 2>/dev/null; do
     kib=$(awk '/^VmHWM:/ {print $2}' "/proc/$pid/status" 2>/dev/null || true)
-    [ -n "$kib" ] && [ "$kib" -gt "$peak" ] && peak=$kib
+    if [ -n "$kib" ] && [ "$kib" -gt "$peak" ]; then peak=$kib; fi
     sleep 0.05
   done
-  wait "$pid"
-  status=$?
-  echo "$peak"
+  status=0
+  wait "$pid" || status=$?
 }
 
 pg_psql -d "$DB" -c "INSERT INTO big VALUES (0, 'one row')"
-small=$(peak_of "$WALFILL" sync --once)
+peak_of "$WALFILL" sync --once
+small=$peak
 [ "$status" = 0 ] || die "sync --once (1 row) failed; see $DIR/run.log"
 
 log "one transaction of $ROWS rows"
 pg_psql -d "$DB" -c "INSERT INTO big SELECT g, repeat(md5(g::text), 3) FROM generate_series(1001, 1000 + $ROWS) g"
 start=$(date +%s.%N)
-large=$(peak_of "$WALFILL" sync --once)
+peak_of "$WALFILL" sync --once
+large=$peak
 [ "$status" = 0 ] || die "sync --once ($ROWS rows) failed; see $DIR/run.log"
 seconds=$(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { print b - a }')
 

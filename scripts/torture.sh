@@ -8,7 +8,8 @@
 #   scripts/torture.sh [--runs N] [--minutes M] [--first-seed S] [--large-rows R]
 #
 # Defaults: 500 runs, at most 240 minutes, seeds from 1000, 1000000 rows.
-# Each run's seed is logged; WALFILL_TORTURE_SEED=S scripts/test.sh torture::short
+# The cluster's WAL archive is pruned of segments older than an hour while
+# it runs. Each run's seed is logged; WALFILL_TORTURE_SEED=S scripts/test.sh torture::short
 # replays one. The log goes to .torture/torture-<time>.log as well.
 . "$(dirname "$0")/lib.sh"
 cd "$WALFILL_ROOT"
@@ -33,6 +34,16 @@ export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$WALFILL_ROOT/target/torture}"
 export WALFILL_TORTURE_RUNS="$runs" WALFILL_TORTURE_MINUTES="$minutes"
 export WALFILL_TORTURE_FIRST_SEED="$first" WALFILL_TORTURE_LARGE_ROWS="$large"
+# The private cluster archives every segment the runs write (gigabytes over
+# hours); runs need only their own recent WAL: prune segments older than an
+# hour while the run goes on.
+(
+  while sleep 300; do
+    find "$WALFILL_PG_ARCHIVE/wal" -type f -mmin +60 -delete 2>/dev/null || true
+  done
+) &
+pruner=$!
+trap 'kill $pruner 2>/dev/null || true' EXIT
 mkdir -p .torture
 logfile=".torture/torture-$(date -u +%Y%m%dT%H%M%SZ).log"
 log "running $runs runs from seed $first (at most $minutes minutes); log: $logfile"

@@ -12,6 +12,12 @@ use walfill::{
     archiver, db, decode, job, journal, planner, retire, setup, state, status, swap, telemetry,
 };
 
+/// The memory allocator. glibc's keeps memory a thread freed for that
+/// thread's arena: the apply's buffers, built and freed by whichever runtime
+/// thread runs the task, would hold the memory bound several times over.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     telemetry::init(cli.log_format, cli.verbose);
