@@ -112,10 +112,11 @@ pub async fn sync(
                 if let Some(failure) = finished(joined, &mut running, &mut failed, &dest).await {
                     tracing::error!(%failure, "stopped following a version");
                 }
-                continue;
             }
             _ = tokio::time::sleep(RESCAN) => {}
         }
+        // Read the versions again before starting anything: one that just
+        // failed is followed again only once its state moves.
         current = match VersionState::list(&dest).await {
             Ok(all) => live(all),
             Err(e) => {

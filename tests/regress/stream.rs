@@ -436,3 +436,34 @@ fn c4_a_new_table_under_the_old_name_is_not_merged() {
         );
     }
 }
+
+/// Defect 13, the fencing token. A `sync` follows v1; another process
+/// takes the version over (its lease moves on, as `take_lease` does). The
+/// first process's next store must fail, naming the takeover, and store
+/// nothing more, even though it still holds its slot and its lock.
+#[test]
+fn r13_a_process_that_lost_the_version_stores_nothing_more() {
+    let db = TestDb::new("r13f");
+    let walfill = items_with_v1(&db);
+    let sync = Background::new(walfill.spawn(&["sync"]));
+    wait_slot_active(&db, "items_view", "v1");
+    db.exec("UPDATE items SET n = n + 1 WHERE id = 1");
+    wait_applied(&db, &db, "items_view", "v1");
+    db.exec("UPDATE walfill.versions SET lease = lease + 1 WHERE version = 'v1'");
+    let before = field(&db, "items_view", "v1", "applied_lsn");
+    db.exec("UPDATE items SET n = -1000 WHERE id = 2");
+    std::thread::sleep(Duration::from_secs(3));
+    let after = field(&db, "items_view", "v1", "applied_lsn");
+    let stored = db.value("SELECT n::text FROM public.items_view WHERE id = 2");
+    let (_, err) = sync.stop();
+    assert_eq!(
+        after, before,
+        "the fenced process recorded more progress:\n{err}"
+    );
+    assert_eq!(
+        stored.as_deref(),
+        Some("2"),
+        "the fenced process stored a change:\n{err}"
+    );
+    assert!(err.contains("took version v1 of items_view over"), "{err}");
+}
