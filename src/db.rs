@@ -97,7 +97,7 @@ pub async fn connect(url: &PgUrl, role: Role) -> Result<Client> {
         .map_err(|e| connect_error(url, role, &e))?;
     tokio::spawn(async move {
         if let Err(e) = connection.await {
-            tracing::debug!(error = %e, "database connection closed");
+            tracing::debug!(error = %walfill_core::sql::describe_pg_error(&e), "database connection closed");
         }
     });
     Ok(client)

@@ -72,6 +72,9 @@ pub enum Error {
     /// Something walfill did not expect of itself (a task that died).
     #[error("{0}")]
     Internal(String),
+    /// Writing the command's output failed (its reader went away, say).
+    #[error("writing the output: {0}")]
+    Output(#[source] std::io::Error),
 }
 
 fn format_problems(problems: &[String]) -> String {
@@ -136,7 +139,8 @@ impl Error {
             | Error::SchemaChanged(_)
             | Error::Lost(_)
             | Error::Fenced(_)
-            | Error::Internal(_) => Directive::Manual,
+            | Error::Internal(_)
+            | Error::Output(_) => Directive::Manual,
         }
     }
 

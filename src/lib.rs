@@ -27,6 +27,7 @@ pub mod error;
 pub mod failpoint;
 pub mod job;
 pub mod journal;
+pub mod output;
 pub mod plan;
 pub mod planner;
 pub mod progress;

@@ -20,11 +20,14 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    telemetry::init(cli.log_format, cli.verbose);
+    let format = cli.log_format;
+    telemetry::init(format, cli.verbose);
     match try_main(cli) {
         Ok(code) => ExitCode::from(code),
+        // The reader of stdout went away (`| head`): nothing to say.
+        Err(e) if walfill::output::is_closed_stdout(&e) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {}", e.describe());
+            telemetry::report_error(format, &e.describe(), e.exit_code());
             ExitCode::from(e.exit_code())
         }
     }
@@ -65,7 +68,7 @@ async fn run(command: Command, config: Option<Config>) -> Result<u8> {
         let snapshot = walfill::catalog::load(&client).await?.snapshot();
         let text = serde_json::to_string_pretty(&snapshot)
             .map_err(|e| Error::Internal(format!("cannot print the catalog: {e}")))?;
-        println!("{text}");
+        walfill::say!("{text}")?;
         return Ok(0);
     }
     if let Command::Decode {
@@ -113,7 +116,7 @@ async fn run(command: Command, config: Option<Config>) -> Result<u8> {
         Command::Teardown => {
             let source = db::connect(&config.source, db::Role::Source).await?;
             journal::uninstall(&source).await?;
-            println!("catalog journal removed from {}", config.source);
+            walfill::say!("catalog journal removed from {}", config.source)?;
         }
         Command::Backfill {
             target,
@@ -130,14 +133,14 @@ async fn run(command: Command, config: Option<Config>) -> Result<u8> {
             let mut dest = db::connect(&config.destination, db::Role::Destination).await?;
             state::require(&dest).await?;
             swap::swap(&config, &mut dest, &target, &version, &cancel).await?;
-            println!("{target} now shows version {version}");
+            walfill::say!("{target} now shows version {version}")?;
         }
         Command::Rollback { target } => {
             config.target(&target)?;
             let mut dest = db::connect(&config.destination, db::Role::Destination).await?;
             state::require(&dest).await?;
             let version = swap::rollback(&config, &mut dest, &target, &cancel).await?;
-            println!("{target} now shows version {version} again");
+            walfill::say!("{target} now shows version {version} again")?;
         }
         Command::Sync { targets, once } => {
             let options = job::SyncOptions { once };
@@ -195,7 +198,7 @@ async fn stop_on_signal(cancel: CancellationToken) {
             _ = term.recv() => {}
         }
         if count > 0 {
-            eprintln!("stopping now");
+            tracing::warn!("stopping now");
             std::process::exit(130);
         }
         tracing::warn!("stopping after the current batch (press Ctrl-C again to quit at once)");

@@ -94,7 +94,7 @@ impl Progress {
         tracing::info!(
             task = %self.label,
             done = self.done,
-            total = ?self.total,
+            total = %self.total.map(|t| t.to_string()).unwrap_or_else(|| "unknown".into()),
             rate = format!("{:.0}/s", self.rate),
             eta = eta.as_deref().unwrap_or("unknown"),
             "progress"

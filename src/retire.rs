@@ -78,12 +78,12 @@ pub async fn retire(config: &Config, target: &str, version: &str) -> Result<()> 
         .await
         .map_err(|e| Error::destination(format!("dropping {table}"), e))?;
     if already && !had_slot {
-        println!("version {version} of {target} is retired (its table {table} is gone)");
+        crate::say!("version {version} of {target} is retired (its table {table} is gone)")?;
     } else {
-        println!(
+        crate::say!(
             "retired version {version} of {target}: slot {} and table {table} dropped",
             v.slot_name
-        );
+        )?;
     }
     Ok(())
 }

@@ -157,10 +157,10 @@ pub async fn setup(config: &Config) -> Result<()> {
     state::install(&dest).await?;
     if install_journal {
         let report = journal::install(&source).await?;
-        println!(
+        crate::say!(
             "catalog journal installed in the source: {} table(s) described",
             report.tables
-        );
+        )?;
     }
     if !publication_exists {
         let sql = if to_publish.is_empty() {
@@ -197,11 +197,11 @@ pub async fn setup(config: &Config) -> Result<()> {
         )
         .await?;
     }
-    println!(
+    crate::say!(
         "setup complete: publication {publication} covers {} table(s); state schema walfill ready in {}",
         config.targets.iter().map(|t| t.source.to_string()).collect::<std::collections::BTreeSet<_>>().len(),
         config.destination
-    );
+    )?;
     Ok(())
 }
 

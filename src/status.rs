@@ -82,27 +82,34 @@ pub async fn status(config: &Config, json: bool) -> Result<()> {
         .collect();
     if json {
         let text = serde_json::to_string_pretty(&report).unwrap_or_else(|_| "[]".into());
-        println!("{text}");
+        crate::say!("{text}")?;
         return Ok(());
     }
     for target in &config.targets {
         if !report.iter().any(|r| r.target == target.name) {
-            println!(
+            crate::say!(
                 "{}: no versions yet (configured version {})",
-                target.name, target.version
-            );
+                target.name,
+                target.version
+            )?;
         }
     }
     if report.is_empty() {
         return Ok(());
     }
-    println!(
+    crate::say!(
         "{:<24} {:<10} {:<12} {:>23} {:>10} {:>8} {:>12}  LAST ERROR",
-        "TARGET", "VERSION", "PHASE", "ROWS COPIED/ESTIMATED", "ROWS/S", "ETA", "SLOT LAG"
-    );
+        "TARGET",
+        "VERSION",
+        "PHASE",
+        "ROWS COPIED/ESTIMATED",
+        "ROWS/S",
+        "ETA",
+        "SLOT LAG"
+    )?;
     for r in &report {
         let marker = if r.active { "*" } else { "" };
-        println!(
+        crate::say!(
             "{:<24} {:<10} {:<12} {:>23} {:>10} {:>8} {:>12}  {}",
             r.target,
             format!("{}{marker}", r.version),
@@ -124,7 +131,7 @@ pub async fn status(config: &Config, json: bool) -> Result<()> {
                 .map(|l| format!("LOST (rebuild it with `walfill backfill`): {l}"))
                 .or_else(|| r.last_error.clone())
                 .unwrap_or_default()
-        );
+        )?;
     }
     Ok(())
 }
@@ -134,7 +141,7 @@ async fn slot_lags(config: &Config) -> Option<HashMap<String, i64>> {
     let source = match db::connect(&config.source, Role::Source).await {
         Ok(s) => s,
         Err(e) => {
-            tracing::warn!(error = %e, "cannot read slot lag from the source");
+            tracing::warn!(error = %e.describe(), "cannot read slot lag from the source");
             return None;
         }
     };

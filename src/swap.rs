@@ -412,6 +412,11 @@ async fn try_swap(
     failpoint::hit("swap.before_commit");
     tx.commit().await.map_err(failed("committing the swap"))?;
     failpoint::hit("swap.end");
-    tracing::info!(target, version, from = ?current, "view now shows version");
+    tracing::info!(
+        target,
+        version,
+        from = current.as_deref().unwrap_or("none"),
+        "view now shows version"
+    );
     Ok(())
 }

@@ -12,6 +12,7 @@ mod boundary;
 mod journal;
 mod ops;
 mod oracle;
+mod output;
 mod regress;
 mod replay;
 mod resume;

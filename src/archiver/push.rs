@@ -212,7 +212,7 @@ async fn push_verbatim(
         ArchiverError::Archive(ArchiveError::Store {
             url: archive.url().to_string(),
             operation,
-            name: location.to_string(),
+            name: archive.relative(&location),
             source: Box::new(source),
         })
     };
@@ -240,11 +240,11 @@ async fn push_verbatim(
             .await
             .map_err(|e| store_error("get", e))?;
         return if stored[..] == bytes[..] {
-            Ok(PushOutcome::AlreadyArchived(location.to_string()))
+            Ok(PushOutcome::AlreadyArchived(archive.relative(&location)))
         } else {
             Err(ArchiverError::Conflict {
                 url: archive.url().to_string(),
-                name: location.to_string(),
+                name: archive.relative(&location),
             })
         };
     }
@@ -252,7 +252,7 @@ async fn push_verbatim(
         .put_opts(&location, Bytes::from(bytes).into(), Default::default())
         .await
         .map_err(|e| store_error("put", e))?;
-    Ok(PushOutcome::Stored(location.to_string()))
+    Ok(PushOutcome::Stored(archive.relative(&location)))
 }
 
 #[cfg(test)]

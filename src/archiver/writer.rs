@@ -194,6 +194,8 @@ async fn run(
             archive.put_segment(name, bytes.clone(), true, partial)
         })
         .await?;
+        // Named under the archive's URL, as the archive's messages name it.
+        let object = archive.relative(&object_store::path::Path::from(object.as_str()));
         let lag = server_end.load(Ordering::Relaxed).saturating_sub(end.0);
         if partial {
             tracing::debug!(object = %object, wal_end = %end, lag_bytes = lag, "tail stored");

@@ -26,7 +26,7 @@ pub(super) async fn writer(
     match prepare(url, source, plan, slot, boundary).await {
         Ok(writer) => Some(writer),
         Err(e) => {
-            tracing::warn!(error = %e, "not writing a base snapshot for this copy");
+            tracing::warn!(error = %e.describe(), "not writing a base snapshot for this copy");
             None
         }
     }

@@ -114,7 +114,7 @@ pub(super) async fn fill_copy(
     let (_session, base_writer) = copy.finish().await?;
     if let (true, Some(writer)) = (base, base_writer) {
         if let Err(e) = writer.finish().await {
-            tracing::warn!(error = %e, "the base snapshot could not be completed");
+            tracing::warn!(error = %e.describe(), "the base snapshot could not be completed");
         }
     }
     failpoint::hit("copy.end");

@@ -173,7 +173,7 @@ pub async fn install(source: &Client) -> Result<InstallReport> {
     tracing::info!(
         tables = report.tables,
         triggers_attached = report.triggers_attached,
-        setup_lsn = ?report.setup_lsn,
+        setup_lsn = %report.setup_lsn.map(|l| l.to_string()).unwrap_or_else(|| "none".into()),
         "catalog journal installed"
     );
     Ok(report)

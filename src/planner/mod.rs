@@ -461,26 +461,27 @@ pub async fn archive_recent_wal(
 }
 
 /// Prints a decision for `walfill plan`.
-pub fn print(target: &str, decision: &Decision, json: bool) {
+pub fn print(target: &str, decision: &Decision, json: bool) -> Result<()> {
     if json {
-        println!(
+        crate::say!(
             "{}",
             serde_json::to_string_pretty(decision).unwrap_or_else(|_| "{}".into())
-        );
-        return;
+        )?;
+        return Ok(());
     }
-    println!("target {target}: {}", decision.path);
-    println!("  why: {}", decision.reason);
+    crate::say!("target {target}: {}", decision.path)?;
+    crate::say!("  why: {}", decision.reason)?;
     if let Some(start) = &decision.start {
-        println!("  base: {}", start.describe());
-        println!(
+        crate::say!("  base: {}", start.describe())?;
+        crate::say!(
             "  WAL: from {} to about {} ({:.1} MiB to read)",
             start.restart(),
             decision.source_lsn,
             decision.wal_bytes as f64 / 1048576.0
-        );
+        )?;
     }
-    println!("  rows: about {}", decision.estimated_rows);
+    crate::say!("  rows: about {}", decision.estimated_rows)?;
+    Ok(())
 }
 
 /// `walfill plan TARGET`: how the target's configured version would be
@@ -499,6 +500,5 @@ pub async fn plan(
     let plan = crate::plan::build(&dest, &def, table).await?;
     archive_recent_wal(config, &source, cancel).await?;
     let decision = decide(config, &source, &plan).await?;
-    print(name, &decision, json);
-    Ok(())
+    print(name, &decision, json)
 }

@@ -322,7 +322,7 @@ impl HistorySource for CopySource {
         let rows = u64::try_from(*rows).unwrap_or(0);
         if let (Some(writer), Some(data)) = (self.base.as_mut(), self.last.take()) {
             if let Err(e) = writer.add(&data, self.version.commit_lsn).await {
-                tracing::warn!(error = %e, "giving up the base snapshot; the copy goes on");
+                tracing::warn!(error = %e.describe(), "giving up the base snapshot; the copy goes on");
                 self.base = None;
             }
         }

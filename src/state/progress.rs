@@ -159,7 +159,7 @@ impl VersionState {
             )
             .await;
         if let Err(e) = result {
-            tracing::warn!(error = %e, "could not record the error in walfill.versions");
+            tracing::warn!(error = %walfill_core::sql::describe_pg_error(&e), "could not record the error in walfill.versions");
         }
     }
 

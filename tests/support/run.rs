@@ -37,6 +37,11 @@ impl Walfill {
         self.write_config(&format!("[source]\nurl = \"{}\"\n\n{rest}", db.url()));
     }
 
+    /// The configuration file.
+    pub fn config_path(&self) -> PathBuf {
+        self.dir.join("walfill.toml")
+    }
+
     /// Replaces the configuration file.
     pub fn write_config(&self, text: &str) {
         std::fs::write(self.dir.join("walfill.toml"), text).expect("write config");

@@ -153,6 +153,17 @@ impl Archive {
         &self.inner.url
     }
 
+    /// An object's name under the archive's URL (`wal/000000010000000000000003`),
+    /// as messages that also name the URL show it.
+    pub fn relative(&self, location: &Path) -> String {
+        location
+            .as_ref()
+            .strip_prefix(self.inner.prefix.as_ref())
+            .unwrap_or(location.as_ref())
+            .trim_start_matches('/')
+            .to_string()
+    }
+
     /// The object store.
     pub fn store(&self) -> &Arc<dyn ObjectStore> {
         &self.inner.store
@@ -215,7 +226,7 @@ impl Archive {
         ArchiveError::Store {
             url: self.inner.url.clone(),
             operation,
-            name: name.to_string(),
+            name: self.relative(name),
             source: Box::new(source),
         }
     }

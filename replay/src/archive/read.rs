@@ -196,7 +196,7 @@ impl Archive {
             let lsn = segno.start_lsn(size).max(from);
             let missing = || ArchiveError::MissingSegment {
                 url: self.url().to_string(),
-                name: self.segment_object(name, list.segment_size).to_string(),
+                name: self.relative(&self.segment_object(name, list.segment_size)),
                 lsn,
             };
             match list.get(name) {
@@ -292,7 +292,7 @@ async fn fetch(
     let stored = stored.map_err(|e| match e {
         object_store::Error::NotFound { .. } => ArchiveError::MissingSegment {
             url: archive.url().to_string(),
-            name: location.to_string(),
+            name: archive.relative(&location),
             lsn,
         },
         e => archive.store_error("get", &location, e),
@@ -302,7 +302,7 @@ async fn fetch(
         tokio::task::spawn_blocking(move || codec::segment_bytes(stored, compressed, segment_size))
             .await
             .map_err(|e| archive.task_error(e))?
-            .map_err(|damage| archive.corrupt(location.as_ref(), damage))?;
+            .map_err(|damage| archive.corrupt(&archive.relative(&location), damage))?;
     Ok(SegmentData {
         name: file.name,
         file: location.to_string(),

@@ -45,7 +45,7 @@ impl Archive {
                 .map_err(|e| self.task_error(e))?;
             Bytes::from(packed.map_err(|source| ArchiveError::Compress {
                 url: self.url().to_string(),
-                name: location.to_string(),
+                name: self.relative(&location),
                 source,
             })?)
         } else {
