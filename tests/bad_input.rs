@@ -133,10 +133,19 @@ fn transform_that_does_not_parse() {
         );
         assert!(err.contains("target tv"), "{select}: {err}");
     }
-    let walfill = Walfill::new(&db, &format!("{TARGET}where = \"v +\"\n"));
-    let err = stderr(&walfill.run(&["setup"]));
+    // The error points at the place in the select list...
+    let target = TARGET.replace("select = \"id, v\"", "select = \"id, no_such_column\"");
+    let err = stderr(&Walfill::new(&db, &target).run(&["setup"]));
     assert!(
-        err.contains("syntax error") && err.contains("where = \"v +\""),
+        err.contains("    select = id, no_such_column\n                 ^"),
+        "{err}"
+    );
+    // ...and in the filter.
+    let walfill = Walfill::new(&db, &format!("{TARGET}where = \"v = 1 +\"\n"));
+    let err = stderr(&walfill.run(&["setup"]));
+    assert!(err.contains("syntax error"), "{err}");
+    assert!(
+        err.contains("    where = v = 1 +\n                   ^"),
         "{err}"
     );
     assert_nothing_written(&db);

@@ -53,16 +53,20 @@ pub async fn build(dest: &Client, def: &Definition, table: SourceTable) -> Resul
         // Parenthesized, so the filter can only be a condition.
         query.push_str(&format!(" WHERE ({filter})"));
     }
-    let transform_error = |e: &tokio_postgres::Error| {
-        let mut text = format!(
-            "the transform does not work: {}; select = {:?}",
-            describe_pg_error(e),
-            def.select
-        );
-        if let Some(filter) = &def.filter {
-            text.push_str(&format!(", where = {filter:?}"));
-        }
-        problem(text)
+    // Where the select list and the filter start in the statements below
+    // (in characters, as PostgreSQL counts an error's position).
+    let view_prefix = format!("CREATE TEMP VIEW {CHECK_VIEW} AS SELECT ");
+    let select_at = view_prefix.chars().count();
+    let filter_at = select_at
+        + def.select.chars().count()
+        + format!(" FROM pg_temp.{SHAPE_TABLE} AS {alias} WHERE (")
+            .chars()
+            .count();
+    let transform_error = |e: &tokio_postgres::Error, select_at: usize, filter_at: usize| {
+        problem(format!(
+            "the transform does not work: {}",
+            point_at(e, def, select_at, filter_at)
+        ))
     };
     dest.execute(&format!("DROP VIEW IF EXISTS pg_temp.{CHECK_VIEW}"), &[])
         .await
@@ -71,21 +75,20 @@ pub async fn build(dest: &Client, def: &Definition, table: SourceTable) -> Resul
         .execute(&format!("CREATE TEMP VIEW {CHECK_VIEW} AS {query}"), &[])
         .await
     {
-        // A filter that is not one condition (clauses appended to it) says so.
+        // A filter that is not one condition (clauses appended to it, which
+        // parse only outside the parentheses) says so.
         if let Some(filter) = &def.filter {
-            let alone = format!("SELECT ({filter}) FROM pg_temp.{SHAPE_TABLE} AS {alias}");
-            if let Err(f) = dest.prepare(&alone).await {
-                if f.code() == Some(&tokio_postgres::error::SqlState::SYNTAX_ERROR) {
-                    return Err(problem(format!(
-                        "where = {filter:?} is not a condition: it must be one boolean \
-                         expression over the source row, not SQL clauses (GROUP BY, WINDOW, \
-                         ORDER BY...); {}",
-                        describe_pg_error(&f)
-                    )));
-                }
+            let syntax = Some(&tokio_postgres::error::SqlState::SYNTAX_ERROR);
+            let bare = format!("SELECT 1 FROM pg_temp.{SHAPE_TABLE} AS {alias} WHERE {filter}");
+            if e.code() == syntax && dest.prepare(&bare).await.is_ok() {
+                return Err(problem(format!(
+                    "where = {filter:?} is not a condition: it must be one boolean \
+                     expression over the source row, not SQL clauses (GROUP BY, WINDOW, \
+                     ORDER BY, UNION...)"
+                )));
             }
         }
-        return Err(transform_error(&e));
+        return Err(transform_error(&e, select_at, filter_at));
     }
 
     let outputs: Vec<OutputColumn> = dest
@@ -147,7 +150,7 @@ pub async fn build(dest: &Client, def: &Definition, table: SourceTable) -> Resul
             def.select
         ))
         .await
-        .map_err(|e| transform_error(&e))?;
+        .map_err(|e| transform_error(&e, "SELECT ".len(), usize::MAX))?;
     let shape_oid: u32 = dest
         .query_one(
             "SELECT $1::text::regclass::oid",
@@ -368,6 +371,52 @@ async fn create_shaped(dest: &Client, name: &str, table: &SourceTable, work: boo
             describe_pg_error(&e)
         )])
     })
+}
+
+/// A transform's error, pointing at the place in the user's `select` or
+/// `where` the server's position names, the way configuration errors do:
+///
+/// ```text
+/// ERROR: column "x" does not exist [SQLSTATE 42703]
+///     select = id, x + 1 AS y
+///                  ^
+/// ```
+fn point_at(
+    e: &tokio_postgres::Error,
+    def: &Definition,
+    select_at: usize,
+    filter_at: usize,
+) -> String {
+    let Some(db) = e.as_db_error() else {
+        return describe_pg_error(e);
+    };
+    let mut text = format!("{}: {}", db.severity(), db.message());
+    if let Some(detail) = db.detail() {
+        text.push_str(&format!(" (detail: {detail})"));
+    }
+    if let Some(hint) = db.hint() {
+        text.push_str(&format!(" (hint: {hint})"));
+    }
+    text.push_str(&format!(" [SQLSTATE {}]", db.code().code()));
+    let position = match db.position() {
+        Some(tokio_postgres::error::ErrorPosition::Original(p)) => Some(*p as usize - 1),
+        _ => None,
+    };
+    let mut show = |label: &str, value: &str, start: usize| {
+        let value = value.replace(['\n', '\t'], " ");
+        let offset = position
+            .filter(|p| *p >= start && *p <= start + value.chars().count())
+            .map(|p| p - start);
+        text.push_str(&format!("\n    {label} = {value}"));
+        if let Some(offset) = offset {
+            text.push_str(&format!("\n    {}^", " ".repeat(label.len() + 3 + offset)));
+        }
+    };
+    show("select", &def.select, select_at);
+    if let Some(filter) = &def.filter {
+        show("where", filter, filter_at);
+    }
+    text
 }
 
 /// A source table that cannot be used, as a problem for setup's list.
