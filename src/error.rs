@@ -78,14 +78,15 @@ pub enum Error {
 }
 
 fn format_problems(problems: &[String]) -> String {
+    if let [only] = problems {
+        return format!("1 problem found:\n  - {only}");
+    }
     let mut text = format!(
-        "{} problem{} found:",
-        problems.len(),
-        if problems.len() == 1 { "" } else { "s" }
+        "{} problems found (fix them in this order):",
+        problems.len()
     );
-    for p in problems {
-        text.push_str("\n  - ");
-        text.push_str(p);
+    for (i, p) in problems.iter().enumerate() {
+        text.push_str(&format!("\n  {}. {p}", i + 1));
     }
     text
 }

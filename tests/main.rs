@@ -13,6 +13,7 @@ mod journal;
 mod ops;
 mod oracle;
 mod output;
+mod privileges;
 mod regress;
 mod replay;
 mod resume;

@@ -30,6 +30,17 @@ pub fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
     let mut text = err.to_string();
     let mut source = err.source();
     while let Some(s) = source {
+        // A client error says only "db error"; what the server said is in
+        // its description, and nothing under it adds to that.
+        #[cfg(feature = "postgres")]
+        if let Some(pg) = s.downcast_ref::<tokio_postgres::Error>() {
+            let next = describe_pg_error(pg);
+            if !text.contains(&next) {
+                text.push_str(": ");
+                text.push_str(&next);
+            }
+            break;
+        }
         let next = s.to_string();
         if !text.contains(&next) {
             text.push_str(": ");

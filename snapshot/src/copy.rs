@@ -297,6 +297,7 @@ mod tests {
             replica_identity: ReplicaIdentity::Default,
             key: vec!["tenant".into(), "id".into()],
             estimated_rows: 0,
+            estimated_from_size: false,
         }
     }
 

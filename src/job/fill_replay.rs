@@ -9,11 +9,10 @@
 use std::time::{Duration, Instant};
 
 use tokio_postgres::Client;
-use tokio_util::sync::CancellationToken;
-use walfill_core::Lsn;
-use walfill_replay::archive::{Archive, ArchiveError, ReadOptions};
+use walfill_replay::archive::Archive;
 use walfill_snapshot::{Boundary, ReplicationConnection};
 
+use super::archive_wait::{pause, wait_for_archive};
 use super::source::SlotHealth;
 use super::Context;
 use crate::apply::{run, Store, StreamDesc};
@@ -126,6 +125,7 @@ pub(super) async fn fill_replay(
         }
     }
     let started = Instant::now();
+    let mut reported = None;
     let outcome = loop {
         let range = ReplayRange {
             database,
@@ -164,8 +164,21 @@ pub(super) async fn fill_replay(
                 outcome.end
             )));
         }
-        tracing::info!(end = %outcome.end, %boundary, "waiting for the archive to reach the boundary");
-        pause(Duration::from_secs(2), cx.cancel).await?;
+        if reported.is_none_or(|at: Instant| at.elapsed() >= Duration::from_secs(10)) {
+            reported = Some(Instant::now());
+            tracing::info!(
+                end = %outcome.end,
+                %boundary,
+                waited = %format!(
+                    "{} s of at most {} s",
+                    started.elapsed().as_secs(),
+                    wait.as_secs()
+                ),
+                "the archive's unfinished segment ends before the boundary; waiting for the \
+                 archiver to store more of it"
+            );
+        }
+        pause(Duration::from_secs(1), cx.cancel).await?;
     };
     let relation = outcome.relation.ok_or_else(|| {
         Error::History(format!(
@@ -224,81 +237,4 @@ fn check(plan: &Plan, start: &ReplayStart, outcome: &ReplayOutcome) -> Result<()
         )));
     }
     Ok(())
-}
-
-async fn pause(duration: Duration, cancel: &CancellationToken) -> Result<()> {
-    tokio::select! {
-        _ = cancel.cancelled() => Err(Error::Interrupted),
-        _ = tokio::time::sleep(duration) => Ok(()),
-    }
-}
-
-/// Waits until the archive holds every segment from `from` to the one
-/// holding `boundary`, asking the source to switch to a new segment so the
-/// one holding the boundary is archived without waiting for it to fill.
-pub async fn wait_for_archive(
-    source: &Client,
-    archive: &Archive,
-    from: Lsn,
-    boundary: Lsn,
-    wait: Duration,
-    cancel: &CancellationToken,
-) -> Result<()> {
-    let started = Instant::now();
-    let mut switched = false;
-    loop {
-        let Some(missing) = missing(archive, from, boundary).await? else {
-            return Ok(());
-        };
-        if !switched {
-            switched = true;
-            match source.execute("SELECT pg_switch_wal()", &[]).await {
-                Ok(_) => tracing::info!("asked the source to switch WAL segments"),
-                Err(e) => tracing::info!(
-                    error = %walfill_core::sql::describe_pg_error(&e),
-                    "could not switch WAL segments (needs pg_switch_wal permission); \
-                     waiting for the archiver"
-                ),
-            }
-        }
-        if started.elapsed() > wait {
-            return Err(Error::History(format!(
-                "{missing}, and the replay needs WAL up to its boundary {boundary}; is WAL being \
-                 archived (archive_command, or `walfill archive`)? [archive] wait_seconds sets \
-                 how long to wait"
-            )));
-        }
-        tracing::info!(%missing, %boundary, "waiting for the archive");
-        pause(Duration::from_secs(1), cancel).await?;
-    }
-}
-
-/// What the archive lacks of `[from, boundary)`, if anything. A segment
-/// missing before WAL the archive already holds will never come: an error.
-async fn missing(archive: &Archive, from: Lsn, boundary: Lsn) -> Result<Option<String>> {
-    match archive
-        .plan_read(from, Some(boundary), &ReadOptions::default())
-        .await
-    {
-        Ok(_) => Ok(None),
-        Err(ArchiveError::MissingSegment { name, lsn, .. }) => {
-            let list = archive.segments(None).await?;
-            let size = u64::from(list.segment_size);
-            let later = list
-                .segments
-                .iter()
-                .any(|s| s.name.segno.start_lsn(size) > lsn);
-            if later {
-                return Err(Error::History(format!(
-                    "segment {name} (WAL from {lsn}) is missing from the archive, which holds \
-                     later WAL"
-                )));
-            }
-            Ok(Some(format!(
-                "segment {name} (WAL from {lsn}) is not archived yet"
-            )))
-        }
-        Err(ArchiveError::NoSegments { .. }) => Ok(Some("the archive holds no WAL".into())),
-        Err(e) => Err(Error::History(e.to_string())),
-    }
 }

@@ -2,6 +2,7 @@
 //! swap) and the live sync of built versions, as state machines over the
 //! version's recorded phase.
 
+mod archive_wait;
 mod backfill;
 mod base;
 mod fill_copy;
@@ -11,8 +12,8 @@ mod path;
 mod source;
 mod sync;
 
+pub use archive_wait::{can_switch_wal, explain_slow_archive, wait_for_archive};
 pub use backfill::{backfill, BackfillOptions};
-pub use fill_replay::wait_for_archive;
 pub(crate) use follow::{catch_up, Follower};
 pub use source::{
     current_wal_lsn, publication_problems, require_publication, slot_exists, slot_health,

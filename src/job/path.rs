@@ -29,8 +29,7 @@ pub(super) async fn choose(
             None,
         ),
         PathChoice::Auto | PathChoice::Replay => {
-            planner::archive_recent_wal(cx.config, cx.source, cx.cancel).await?;
-            let decision = planner::decide(cx.config, cx.source, plan).await?;
+            let decision = planner::decide_now(cx.config, cx.source, plan, cx.cancel).await?;
             let path = match decision.path {
                 "replay" => Path::Replay,
                 _ => Path::Snapshot,

@@ -2,7 +2,6 @@
 //! its fix. Reads only catalogs every role can read, so any user can check.
 
 use tokio_postgres::Client;
-use walfill_snapshot::sql::quote_ident;
 use walfill_snapshot::SnapshotError;
 
 use super::{fingerprint, EVENT_TRIGGERS, TRUNCATE_TRIGGER};
@@ -11,35 +10,62 @@ use crate::error::Result;
 /// How many tables without a truncate trigger a problem names.
 const NAMED_TABLES: usize = 5;
 
-/// Problems that stop [`super::install`] and [`super::uninstall`]: event
+/// Whether the source user may install or remove the catalog journal: event
 /// triggers need a superuser.
-pub async fn preflight(source: &Client) -> Result<Vec<String>> {
-    let row = source
+pub async fn may_maintain(source: &Client) -> Result<bool> {
+    Ok(source
         .query_one(
-            "SELECT r.rolsuper, current_user::text, current_database()::text
-               FROM pg_catalog.pg_roles r WHERE r.rolname = current_user",
+            "SELECT r.rolsuper FROM pg_catalog.pg_roles r WHERE r.rolname = current_user",
             &[],
         )
         .await
-        .map_err(|e| SnapshotError::query("reading the source user's attributes", e))?;
-    if row.get::<_, bool>(0) {
-        return Ok(Vec::new());
-    }
-    let user: String = row.get(1);
-    let database: String = row.get(2);
-    Ok(vec![format!(
-        "the source user {user} is not a superuser, and installing, updating or removing the \
-         catalog journal (event triggers) in database {database} needs one; fix: run walfill \
-         setup/teardown with a superuser's source URL, or ALTER ROLE {} SUPERUSER",
-        quote_ident(&user)
-    )])
+        .map_err(|e| SnapshotError::query("reading the source user's attributes", e))?
+        .get(0))
 }
 
-/// Problems with the catalog journal in the source, each with its fix: a user
-/// that cannot install it, a journal that is missing, outdated or disabled,
-/// and journaled tables without the truncate trigger. Empty when all is well.
+/// The problem that stops [`super::install`] and [`super::uninstall`] for a
+/// user that is not a superuser, with the fix: running `walfill COMMAND`
+/// once with a superuser's source URL.
+pub async fn preflight(source: &Client, command: &str) -> Result<Vec<String>> {
+    if may_maintain(source).await? {
+        return Ok(Vec::new());
+    }
+    let row = source
+        .query_one("SELECT current_user::text, current_database()::text", &[])
+        .await
+        .map_err(|e| SnapshotError::query("reading the source user's name", e))?;
+    let (user, database): (String, String) = (row.get(0), row.get(1));
+    Ok(vec![needs_superuser(&user, &database, command, None)])
+}
+
+/// Installing, updating or removing the journal needs a superuser, once;
+/// `why` says what is wrong with the journal, when something is.
+pub fn needs_superuser(user: &str, database: &str, command: &str, why: Option<&str>) -> String {
+    let why = why.map(|w| format!(" ({w})")).unwrap_or_default();
+    format!(
+        "installing, updating or removing the catalog journal (event triggers) in database \
+         {database} needs a superuser, and the source user {user} is not one{why}; fix: run \
+         `walfill {command}` once with a superuser's source URL, e.g. \
+         WALFILL_SOURCE_URL='postgresql://postgres@HOST/{database}' walfill {command} (later \
+         runs of setup, and daily operation, need no superuser)"
+    )
+}
+
+/// What is wrong with the journal, without the fixes: for a user who cannot
+/// carry them out.
+pub fn reasons(problems: &[String]) -> String {
+    problems
+        .iter()
+        .map(|p| p.split("; fix:").next().unwrap_or(p))
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+/// Problems with the catalog journal in the source, each with its fix: a
+/// journal that is missing, outdated or disabled, and journaled tables
+/// without the truncate trigger. Empty when all is well; any user can ask.
 pub async fn check(source: &Client) -> Result<Vec<String>> {
-    let mut problems = preflight(source).await?;
+    let mut problems = Vec::new();
     let failed = |what: &'static str| move |e| SnapshotError::query(what, e);
 
     let installed: Option<String> = source

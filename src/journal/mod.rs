@@ -73,7 +73,7 @@
 
 mod check;
 
-pub use check::{check, preflight};
+pub use check::{check, may_maintain, needs_superuser, preflight, reasons};
 
 use tokio_postgres::error::SqlState;
 use tokio_postgres::Client;
@@ -128,7 +128,7 @@ pub struct InstallReport {
 /// the fix otherwise. Waits at most 10 s for the lock on each table that gets
 /// a trigger. Run it outside of a transaction: it commits its own.
 pub async fn install(source: &Client) -> Result<InstallReport> {
-    let problems = preflight(source).await?;
+    let problems = preflight(source, "setup").await?;
     if !problems.is_empty() {
         return Err(Error::Problems(problems));
     }
@@ -185,7 +185,7 @@ pub async fn install(source: &Client) -> Result<InstallReport> {
 /// destination are one database, stay untouched). Does nothing when the
 /// journal is not installed. Needs a superuser.
 pub async fn uninstall(source: &Client) -> Result<()> {
-    let problems = preflight(source).await?;
+    let problems = preflight(source, "teardown").await?;
     if !problems.is_empty() {
         return Err(Error::Problems(problems));
     }

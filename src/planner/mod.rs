@@ -103,8 +103,14 @@ pub struct Decision {
     pub wal_bytes: u64,
     /// Rows of the table, estimated.
     pub estimated_rows: i64,
+    /// The table was never analyzed: the estimate comes from its size.
+    pub estimated_from_size: bool,
     /// The source's current WAL position (the handoff will be about here).
     pub source_lsn: Lsn,
+    /// Whether WAL the archive does not hold yet could turn this snapshot
+    /// into a replay (the table is younger than the archived WAL).
+    #[serde(skip)]
+    pub wait_may_help: bool,
 }
 
 impl Decision {
@@ -115,8 +121,16 @@ impl Decision {
             start: None,
             wal_bytes: 0,
             estimated_rows: rows,
+            estimated_from_size: false,
             source_lsn,
+            wait_may_help: false,
         }
+    }
+
+    /// This snapshot might be a replay once the archive holds the newest WAL.
+    fn until_archived(mut self) -> Decision {
+        self.wait_may_help = true;
+        self
     }
 }
 
@@ -124,7 +138,7 @@ impl Decision {
 /// archive holds. A replay the archive cannot serve (WAL of another cluster
 /// or timeline, a gap, a loss) is a snapshot with the reason.
 pub async fn decide(config: &Config, source: &Client, plan: &Plan) -> Result<Decision> {
-    match decide_replay(config, source, plan).await {
+    let decision = match decide_replay(config, source, plan).await {
         Err(Error::History(reason)) => {
             let source_lsn = crate::job::current_wal_lsn(source).await?;
             Ok(Decision::snapshot(
@@ -134,7 +148,12 @@ pub async fn decide(config: &Config, source: &Client, plan: &Plan) -> Result<Dec
             ))
         }
         other => other,
-    }
+    }?;
+    Ok(Decision {
+        estimated_from_size: plan.source.estimated_from_size
+            && decision.estimated_rows == plan.source.estimated_rows.max(0),
+        ..decision
+    })
 }
 
 async fn decide_replay(config: &Config, source: &Client, plan: &Plan) -> Result<Decision> {
@@ -170,11 +189,9 @@ async fn decide_replay(config: &Config, source: &Client, plan: &Plan) -> Result<
     let list = match archive.segments(None).await {
         Ok(list) => list,
         Err(ArchiveError::NoSegments { .. }) => {
-            return Ok(Decision::snapshot(
-                "the archive holds no WAL",
-                rows,
-                source_lsn,
-            ))
+            return Ok(
+                Decision::snapshot("the archive holds no WAL", rows, source_lsn).until_archived(),
+            )
         }
         Err(e) => return Err(e.into()),
     };
@@ -277,7 +294,7 @@ async fn decide_replay(config: &Config, source: &Client, plan: &Plan) -> Result<
                  {lsn}) is missing"
             ));
         }
-        return Ok(Decision::snapshot(reason, rows, source_lsn));
+        return Ok(Decision::snapshot(reason, rows, source_lsn).until_archived());
     };
     if let Some(lost) = blocking_loss(&scan.lost, plan, start.from()) {
         return Ok(Decision::snapshot(
@@ -322,7 +339,8 @@ async fn decide_replay(config: &Config, source: &Client, plan: &Plan) -> Result<
                 ),
                 rows,
                 source_lsn,
-            ));
+            )
+            .until_archived());
         }
         if now.file != relation.file {
             return Ok(Decision::snapshot(
@@ -333,7 +351,8 @@ async fn decide_replay(config: &Config, source: &Client, plan: &Plan) -> Result<
                 ),
                 rows,
                 source_lsn,
-            ));
+            )
+            .until_archived());
         }
     }
     for ((attr, ty), type_name) in relation
@@ -370,7 +389,9 @@ async fn decide_replay(config: &Config, source: &Client, plan: &Plan) -> Result<
         start: Some(start),
         wal_bytes,
         estimated_rows: estimated.max(rows),
+        estimated_from_size: false,
         source_lsn,
+        wait_may_help: false,
     })
 }
 
@@ -434,30 +455,45 @@ fn reads_attnum(plan: &Plan, attnum: i16) -> bool {
         .is_some_and(|c| plan.reads(&c.name))
 }
 
-/// Lets the archive catch up with the source before the planner looks at
-/// it (a table created minutes ago is in the segment being written): asks
-/// the source to switch segments and waits a little for the archiver. The
-/// planner decides on what is archived, whatever happens here, and compares
-/// it with the catalog for what is not.
-pub async fn archive_recent_wal(
+/// Decides as [`decide`] does, after letting the archive catch up with the
+/// source when that could change the answer: a table created minutes ago is
+/// in the segment being written, so a snapshot chosen for want of its
+/// creation in the archive is decided again once the source has switched
+/// segments and the archiver has stored it (waiting at most 30 s). When the
+/// source's user may not switch segments, walfill says why and does not
+/// wait.
+pub async fn decide_now(
     config: &Config,
     source: &Client,
+    plan: &Plan,
     cancel: &CancellationToken,
-) -> Result<()> {
+) -> Result<Decision> {
+    let decision = decide(config, source, plan).await?;
     let Some(url) = &config.archive else {
-        return Ok(());
+        return Ok(decision);
     };
+    if !decision.wait_may_help {
+        return Ok(decision);
+    }
+    let wait = Duration::from_secs(config.archive_settings.wait_seconds.min(30));
+    if !crate::job::can_switch_wal(source).await? {
+        crate::job::explain_slow_archive(source, None).await;
+        return Ok(decision);
+    }
     let archive = Archive::open(url)?;
     let now = crate::job::current_wal_lsn(source).await?;
     let last = Lsn(now.0.saturating_sub(1));
-    let wait = Duration::from_secs(config.archive_settings.wait_seconds.min(30));
+    tracing::info!(
+        reason = %decision.reason,
+        "waiting for the archive to store the newest WAL, then deciding again"
+    );
     match crate::job::wait_for_archive(source, &archive, last, now, wait, cancel).await {
         Err(Error::History(reason)) => {
             tracing::info!(%reason, "the archive is behind the source; planning with what it holds");
-            Ok(())
         }
-        other => other,
+        other => other?,
     }
+    decide(config, source, plan).await
 }
 
 /// Prints a decision for `walfill plan`.
@@ -480,7 +516,14 @@ pub fn print(target: &str, decision: &Decision, json: bool) -> Result<()> {
             decision.wal_bytes as f64 / 1048576.0
         )?;
     }
-    crate::say!("  rows: about {}", decision.estimated_rows)?;
+    if decision.estimated_from_size {
+        crate::say!(
+            "  rows: about {} (estimated from the table's size: it was never analyzed)",
+            decision.estimated_rows
+        )?;
+    } else {
+        crate::say!("  rows: about {}", decision.estimated_rows)?;
+    }
     Ok(())
 }
 
@@ -498,7 +541,6 @@ pub async fn plan(
     let def = crate::plan::Definition::from_config(target);
     let table = crate::plan::describe(&source, &def).await?;
     let plan = crate::plan::build(&dest, &def, table).await?;
-    archive_recent_wal(config, &source, cancel).await?;
-    let decision = decide(config, &source, &plan).await?;
+    let decision = decide_now(config, &source, &plan, cancel).await?;
     print(name, &decision, json)
 }

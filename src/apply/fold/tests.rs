@@ -44,6 +44,7 @@ fn plan() -> Plan {
             replica_identity: ReplicaIdentity::Default,
             key: vec!["id".into()],
             estimated_rows: 0,
+            estimated_from_size: false,
         },
         key: vec!["id".into()],
         outputs: vec![OutputColumn {
