@@ -229,6 +229,11 @@ pub enum Command {
         /// Exit once the archive has all WAL before this LSN.
         #[arg(long, value_parser = parse_lsn)]
         once_until_lsn: Option<Lsn>,
+        /// Drop the physical slot instead of archiving, once archiving is
+        /// over: a slot nobody streams from makes the source keep WAL
+        /// without end. The archive keeps what it holds.
+        #[arg(long, conflicts_with_all = ["once_until_lsn", "flush_interval"])]
+        drop_slot: bool,
     },
 
     /// Store one WAL file in the archive, for archive_command = 'walfill wal-push %p'.

@@ -117,6 +117,10 @@ async fn run(command: Command, config: Option<Config>) -> Result<u8> {
             let source = db::connect(&config.source, db::Role::Source).await?;
             journal::uninstall(&source).await?;
             walfill::say!("catalog journal removed from {}", config.source)?;
+            let (name, dropped) = archiver::drop_slot(&config, None).await?;
+            if dropped != archiver::Dropped::Missing {
+                walfill::say!("{}", archiver::describe_dropped_slot(&name, &dropped))?;
+            }
         }
         Command::Backfill {
             target,
@@ -150,9 +154,21 @@ async fn run(command: Command, config: Option<Config>) -> Result<u8> {
             }
         }
         Command::Archive {
+            slot, drop_slot, ..
+        } if drop_slot => {
+            let (name, dropped) = archiver::drop_slot(&config, slot.as_deref()).await?;
+            walfill::say!("{}", archiver::describe_dropped_slot(&name, &dropped))?;
+            if dropped == archiver::Dropped::InUse {
+                return Err(walfill::error::Error::Busy(
+                    archiver::describe_dropped_slot(&name, &dropped),
+                ));
+            }
+        }
+        Command::Archive {
             slot,
             flush_interval,
             once_until_lsn,
+            ..
         } => {
             let options = archiver::ArchiveOptions {
                 slot,

@@ -85,7 +85,7 @@ async fn ready_to_publish(
 ) -> Result<()> {
     let mut v = VersionState::load(&*dest, target, version)
         .await?
-        .ok_or_else(|| Error::Request(format!("target {target} has no version {version}")))?;
+        .ok_or_else(|| not_built(config, target, version))?;
     if !v.phase.is_live() {
         return Err(Error::Request(format!(
             "version {version} of {target} is {}; only a caught-up version can be swapped in \
@@ -419,4 +419,23 @@ async fn try_swap(
         "view now shows version"
     );
     Ok(())
+}
+
+/// The error for a version that was never built: how to build it without
+/// publishing it, then publish it.
+fn not_built(config: &Config, target: &str, version: &str) -> Error {
+    let configured = config
+        .target(target)
+        .map(|t| t.version == version)
+        .unwrap_or(false);
+    let first = if configured {
+        String::new()
+    } else {
+        format!("set version = \"{version}\" in target {target}'s configuration, then ")
+    };
+    Error::Request(format!(
+        "version {version} of {target} is not built yet; {first}build it without publishing \
+         it with `walfill backfill {target} --no-swap`, then run `walfill swap {target} \
+         {version}`"
+    ))
 }

@@ -10,6 +10,7 @@ mod archiver;
 mod bad_input;
 mod boundary;
 mod journal;
+mod operator;
 mod ops;
 mod oracle;
 mod output;

@@ -129,6 +129,29 @@ fn every_command_runs_with_the_documented_grants() {
     let again = ok(&walfill, &["setup"], &[]);
     assert!(!again.contains("installed"), "{again}");
 
+    // Without pg_switch_wal(), the plan says once why it cannot wait for
+    // the newest WAL, and how to grant it.
+    src.exec(&format!(
+        "REVOKE EXECUTE ON FUNCTION pg_catalog.pg_switch_wal() FROM {}",
+        daily.0
+    ));
+    let out = walfill.run(&["plan", "orders_summary"]);
+    assert_readable(&["plan"], &out);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        err.matches("may not call pg_switch_wal()").count(),
+        1,
+        "{err}"
+    );
+    assert!(
+        err.contains("GRANT EXECUTE ON FUNCTION pg_catalog.pg_switch_wal()"),
+        "{err}"
+    );
+    src.exec(&format!(
+        "GRANT EXECUTE ON FUNCTION pg_catalog.pg_switch_wal() TO {}",
+        daily.0
+    ));
+
     // v1 is copied (the table is older than the journal), which writes a
     // base snapshot; v2 is replayed from it while writes go on.
     let plan = ok(&walfill, &["plan", "orders_summary"], &[]);
@@ -191,7 +214,16 @@ fn every_command_runs_with_the_documented_grants() {
     );
     let status = ok(&walfill, &["status"], &[]);
     assert!(status.contains("v2"), "{status}");
-    ok(&walfill, &["status", "--json"], &[]);
+    // The replayed version reports what it stored and the WAL it read.
+    let report: serde_json::Value =
+        serde_json::from_str(&ok(&walfill, &["status", "--json"], &[])).expect("JSON");
+    let v2 = report["versions"]
+        .as_array()
+        .and_then(|v| v.iter().find(|v| v["version"] == "v2"))
+        .expect("v2 in status");
+    assert_eq!(v2["path"], "replay", "{v2:#}");
+    assert!(v2["rows_copied"].as_i64().unwrap_or(0) > 0, "{v2:#}");
+    assert!(v2["wal_total_bytes"].as_i64().unwrap_or(0) > 0, "{v2:#}");
 
     // Decoding the archive with the daily role's catalog.
     let from = src.value("SELECT pg_current_wal_lsn()").expect("an LSN");

@@ -61,7 +61,7 @@ fn writes_during_the_copy_end_up_in_the_view() {
 
     let status = walfill.ok(&["status", "--json"]);
     let report: serde_json::Value = serde_json::from_str(&status).expect("status --json is JSON");
-    assert_eq!(report[0]["phase"], "active");
-    let copied = report[0]["rows_copied"].as_i64().unwrap();
+    assert_eq!(report["versions"][0]["phase"], "active");
+    let copied = report["versions"][0]["rows_copied"].as_i64().unwrap();
     assert!(copied > 25_000, "status reports {copied} rows copied");
 }

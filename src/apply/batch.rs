@@ -79,6 +79,12 @@ pub enum Cursor {
     Replayed {
         /// Commit LSN of the last transaction completely stored.
         committed: Option<Lsn>,
+        /// How far the WAL is read.
+        read: Lsn,
+        /// Rows written into the version's table.
+        rows: i64,
+        /// Recent rate of reading WAL, bytes per second.
+        rate: f64,
     },
     /// The live stream: every transaction committed before `end` is stored.
     Streamed {

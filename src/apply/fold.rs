@@ -247,6 +247,11 @@ impl Fold {
         self.entries.is_empty()
     }
 
+    /// Rows pending (one per key).
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
     /// About how much memory the pending writes take (an overestimate:
     /// overwritten entries still count until the fold is drained).
     pub fn bytes(&self) -> usize {

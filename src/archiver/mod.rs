@@ -35,6 +35,7 @@ mod frame;
 mod push;
 mod run;
 mod segment;
+mod slot;
 mod source;
 mod stream;
 mod writer;
@@ -48,6 +49,7 @@ use crate::config::Config;
 pub use error::ArchiverError;
 pub use push::{wal_push, PushOutcome};
 pub use run::{archive, default_slot_name};
+pub use slot::{describe as describe_dropped_slot, drop_slot, Dropped};
 
 /// The configured archive's URL, or an error saying how to configure one
 /// for `command`.

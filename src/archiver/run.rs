@@ -171,6 +171,15 @@ pub async fn archive(
         segments = progress.segments,
         "archive stopped"
     );
+    if options.until.is_none() {
+        tracing::info!(
+            %slot,
+            kept_from = %confirmed.0,
+            "the physical slot {slot} stays in the source and keeps its WAL from there on, so \
+             the next `walfill archive` resumes without a gap; when archiving is over, drop it \
+             with `walfill archive --drop-slot` (or `walfill teardown`)"
+        );
+    }
     Ok(progress.durable)
 }
 

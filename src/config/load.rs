@@ -125,6 +125,7 @@ pub(crate) fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
             }
             other => other,
         },
+        slot_warning_mb: b.slot_warning_mb,
     };
 
     let mut targets: Vec<Target> = Vec::new();

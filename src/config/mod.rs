@@ -114,6 +114,10 @@ pub struct BackfillSettings {
     pub swap_lock_timeout_ms: u64,
     /// A cap on the snapshot copy's rate, to spare the source (none by default).
     pub max_rows_per_second: Option<u32>,
+    /// `status` warns about a walfill slot that keeps more WAL than this
+    /// (MiB; by default a quarter of `max_slot_wal_keep_size`, or 1 GiB
+    /// when that is unlimited).
+    pub slot_warning_mb: Option<u64>,
 }
 
 /// A derived table: a source table passed through a transform.

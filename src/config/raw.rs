@@ -44,6 +44,7 @@ pub(super) struct RawBackfill {
     pub(super) publication: Option<Spanned<String>>,
     pub(super) swap_lock_timeout_ms: Option<u64>,
     pub(super) max_rows_per_second: Option<u32>,
+    pub(super) slot_warning_mb: Option<u64>,
 }
 
 /// One `[[target]]`.

@@ -185,6 +185,22 @@ pub async fn install(source: &Client) -> Result<InstallReport> {
 /// destination are one database, stay untouched). Does nothing when the
 /// journal is not installed. Needs a superuser.
 pub async fn uninstall(source: &Client) -> Result<()> {
+    let anything: bool = source
+        .query_one(
+            "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_event_trigger
+                             WHERE evtname = ANY($1::text[]))
+                 OR EXISTS (SELECT 1 FROM pg_catalog.pg_proc p
+                              JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
+                             WHERE n.nspname = 'walfill' AND p.proname LIKE 'journal\\_%')",
+            &[&EVENT_TRIGGERS.as_slice()],
+        )
+        .await
+        .map_err(|e| failed("looking for the catalog journal", e))?
+        .get(0);
+    if !anything {
+        tracing::info!("no catalog journal to remove");
+        return Ok(());
+    }
     let problems = preflight(source, "teardown").await?;
     if !problems.is_empty() {
         return Err(Error::Problems(problems));

@@ -97,7 +97,7 @@ impl HistorySource for BaseSource {
 
     async fn stored(&mut self, cursor: &Cursor) -> Result<()> {
         if let (Cursor::BasePart { rows, .. }, Some(progress)) = (cursor, self.progress.as_mut()) {
-            progress.advance(u64::try_from(*rows).unwrap_or(0), self.started.elapsed());
+            progress.advance(u64::try_from(*rows).unwrap_or(0));
         }
         Ok(())
     }

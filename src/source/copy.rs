@@ -327,7 +327,7 @@ impl HistorySource for CopySource {
             }
         }
         if let Some(progress) = self.progress.as_mut() {
-            self.rate = progress.advance(rows, self.started.elapsed());
+            self.rate = progress.advance(rows);
         }
         if let Some(cap) = self.pace.max_rows_per_second {
             let wanted = Duration::from_secs_f64(rows as f64 / f64::from(cap));

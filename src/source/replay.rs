@@ -138,7 +138,8 @@ impl ReplaySource {
                 sent_at: Instant::now(),
                 progress: Progress::bytes(label, Some(total), 0),
                 position: range.restart,
-                stepped_at: Instant::now(),
+                read: range.restart,
+                rate: 0.0,
                 failed: None,
             };
             let fed = decode_segments(
@@ -212,7 +213,10 @@ struct BatchSink {
     sent_at: Instant,
     progress: Progress,
     position: Lsn,
-    stepped_at: Instant,
+    /// End of the last transaction read.
+    read: Lsn,
+    /// Recent rate of reading WAL, bytes per second.
+    rate: f64,
     /// Why folding failed, when it did (the decoder sees only that it did).
     failed: Option<Error>,
 }
@@ -223,12 +227,16 @@ impl BatchSink {
         if self.fold.is_empty() && self.committed.is_none() && self.truncate.is_none() {
             return Ok(());
         }
+        let rows = self.fold.len() as i64;
         let batch = Batch {
             writes: Writes::Folded(std::mem::take(&mut self.fold)),
             truncate: self.truncate.take(),
             changes: std::mem::take(&mut self.changes),
             cursor: Some(Cursor::Replayed {
                 committed: self.committed.take(),
+                read: self.read,
+                rows,
+                rate: self.rate,
             }),
         };
         self.sent_at = Instant::now();
@@ -266,12 +274,12 @@ impl Sink for BatchSink {
 
     fn commit(&mut self, txn: &TxnInfo) -> Result<(), SinkError> {
         self.committed = Some(txn.commit_lsn);
+        self.read = txn.commit_lsn;
         self.transactions += 1;
         let moved = txn.commit_lsn.checked_sub(self.position).unwrap_or(0);
         if moved >= PROGRESS_STEP {
             self.position = txn.commit_lsn;
-            self.progress.advance(moved, self.stepped_at.elapsed());
-            self.stepped_at = Instant::now();
+            self.rate = self.progress.advance(moved);
         }
         if self.fold.bytes() >= self.fold_bytes || self.sent_at.elapsed() >= FLUSH_INTERVAL {
             self.send()?;

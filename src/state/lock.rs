@@ -46,7 +46,7 @@ pub async fn acquire(client: &Client, name: &str, what: &str, wait: Duration) ->
             }
             return Ok(());
         }
-        let holder = holder(client, &key).await?;
+        let holder = holder_of(client, name).await?.map(|(_, d)| d);
         if started.elapsed() >= wait {
             return Err(Error::Busy(format!(
                 "another walfill process is working on {what}{}; stop it first (or wait for \
@@ -80,8 +80,10 @@ pub async fn release(client: &Client, name: &str) -> Result<()> {
     Ok(())
 }
 
-/// Describes the session holding lock `key`: its process, client and state.
-async fn holder(client: &Client, key: &str) -> Result<Option<String>> {
+/// The session holding lock `name`: its server process and a description
+/// (client, state, for how long); `None` when no session holds it.
+pub async fn holder_of(client: &Client, name: &str) -> Result<Option<(i32, String)>> {
+    let key = format!("walfill:{name}");
     let row = client
         .query_opt(
             &format!(
@@ -100,13 +102,14 @@ async fn holder(client: &Client, key: &str) -> Result<Option<String>> {
         .await
         .map_err(|e| Error::destination("looking up who holds walfill's lock", e))?;
     Ok(row.map(|r| {
-        format!(
-            "server process {} for {} client {}, {} for {:.0} s",
-            r.get::<_, i32>(0),
+        let pid = r.get::<_, i32>(0);
+        let description = format!(
+            "server process {pid} for {} client {}, {} for {:.0} s",
             r.get::<_, String>(3),
             r.get::<_, String>(1),
             r.get::<_, Option<String>>(2).unwrap_or_else(|| "?".into()),
             r.get::<_, Option<f64>>(4).unwrap_or(0.0)
-        )
+        );
+        (pid, description)
     }))
 }

@@ -70,9 +70,17 @@ impl VersionState {
                 )
                 .await
             }
-            Cursor::Replayed { committed } => {
+            Cursor::Replayed {
+                committed,
+                read,
+                rows,
+                rate,
+            } => {
                 tx.execute(
-                    &sql("replayed_lsn = coalesce($7, replayed_lsn)"),
+                    &sql(
+                        "replayed_lsn = coalesce($7, replayed_lsn), replay_read_lsn = $8, \
+                         rows_copied = rows_copied + $9, copy_rate = $10",
+                    ),
                     &[
                         key.0,
                         key.1,
@@ -81,6 +89,9 @@ impl VersionState {
                         &truncated_lsn,
                         &truncated_seq,
                         committed,
+                        read,
+                        rows,
+                        rate,
                     ],
                 )
                 .await
@@ -131,8 +142,16 @@ impl VersionState {
                 self.copy_cursor = Some(vec![file.clone()]);
                 self.rows_copied += rows;
             }
-            Cursor::Replayed { committed } => {
+            Cursor::Replayed {
+                committed,
+                read,
+                rows,
+                rate,
+            } => {
                 self.replayed_lsn = committed.or(self.replayed_lsn);
+                self.replay_read_lsn = Some(*read);
+                self.rows_copied += rows;
+                self.copy_rate = *rate;
             }
             Cursor::Streamed { end, description } => {
                 self.applied_lsn = Some(*end);

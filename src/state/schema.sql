@@ -83,3 +83,5 @@ ALTER TABLE walfill.versions ADD COLUMN IF NOT EXISTS lost text;
 -- rebuilt beside it (an active version that lost changes); dropped by the
 -- swap that publishes the rebuilt table.
 ALTER TABLE walfill.versions ADD COLUMN IF NOT EXISTS replaced_table text;
+-- How far a replay has read the archived WAL (for its progress).
+ALTER TABLE walfill.versions ADD COLUMN IF NOT EXISTS replay_read_lsn pg_lsn;

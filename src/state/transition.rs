@@ -30,6 +30,7 @@ pub enum FillStart {
 
 /// What a version forgets of its progress when its fill starts over.
 const RESET: &str = "copy_cursor = NULL, rows_copied = 0, replayed_lsn = NULL, \
+                     replay_read_lsn = NULL, copy_rate = 0, \
                      changes_applied = 0, truncated_lsn = NULL, truncated_seq = NULL";
 
 /// What a version forgets of its slot when it is built again.

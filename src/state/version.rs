@@ -171,6 +171,8 @@ pub struct VersionState {
     pub restart_lsn: Option<Lsn>,
     /// Commit LSN of the last replayed transaction stored.
     pub replayed_lsn: Option<Lsn>,
+    /// How far the replay has read the archived WAL.
+    pub replay_read_lsn: Option<Lsn>,
     /// The version's logical slot.
     pub slot_name: String,
     /// The slot's consistent point.
@@ -214,7 +216,7 @@ const COLUMNS: &str = "target, version, dest_schema, table_name, source_table, s
     truncated_lsn, truncated_seq, last_error, created_at::text, swapped_at::text,
     updated_at::text, path, path_reason, replay_base, restart_lsn, replayed_lsn,
     source_relid, source_schema, source_name, source_desc, stream_desc, lease, lost,
-    replaced_table";
+    replaced_table, replay_read_lsn";
 
 impl VersionState {
     fn from_row(row: &Row) -> Result<VersionState> {
@@ -289,6 +291,7 @@ impl VersionState {
             lease: row.get(34),
             lost: row.get(35),
             replaced_table: row.get(36),
+            replay_read_lsn: row.get(37),
         })
     }
 

@@ -1,0 +1,330 @@
+//! `walfill status`: every target's versions (built, in flight, or only
+//! configured), their progress and who works on them, and the replication
+//! slots walfill keeps in the source.
+
+mod slots;
+
+use serde::Serialize;
+use tokio_postgres::Client;
+
+use crate::config::Config;
+use crate::db::{self, Role};
+use crate::error::Result;
+use crate::state::{self, lock, Path, Phase, VersionState};
+pub use slots::{human_bytes, SlotStatus};
+
+/// One version as `status` reports it.
+#[derive(Debug, Serialize)]
+pub struct VersionStatus {
+    /// Target name.
+    pub target: String,
+    /// Version name.
+    pub version: String,
+    /// Phase (`unbuilt` for a configured version no backfill has started).
+    pub phase: String,
+    /// How it is (being) filled: `snapshot` or `replay`.
+    pub path: Option<String>,
+    /// Whether readers see this version.
+    pub active: bool,
+    /// Rows stored by the fill (copied, or written by the replay).
+    pub rows_copied: i64,
+    /// The planner's estimate of the source's rows.
+    pub rows_estimated: i64,
+    /// A replay's WAL read so far, and its whole range.
+    pub wal_read_bytes: Option<i64>,
+    /// The replay's whole range of WAL.
+    pub wal_total_bytes: Option<i64>,
+    /// Recent rate of the fill while a process runs it: rows per second
+    /// for a copy, bytes of WAL per second for a replay.
+    pub rate: Option<f64>,
+    /// Seconds left in the fill at that rate.
+    pub eta_seconds: Option<u64>,
+    /// The server process (in the destination) of the walfill session that
+    /// works on the version now, if any.
+    pub held_by_pid: Option<i32>,
+    /// What the operator should know: an interrupted fill, a lost version,
+    /// the last error.
+    pub note: Option<String>,
+    /// The version's slot.
+    pub slot: String,
+    /// Bytes of WAL the slot has not confirmed (None if the source is
+    /// unreachable or the slot is gone).
+    pub slot_lag_bytes: Option<i64>,
+    /// End of the last applied source transaction.
+    pub applied_lsn: Option<String>,
+    /// Changes applied from the stream.
+    pub changes_applied: i64,
+    /// When it was last swapped in.
+    pub swapped_at: Option<String>,
+    /// When its state last changed.
+    pub updated_at: Option<String>,
+    /// The error that stopped its last run.
+    pub last_error: Option<String>,
+    /// Why the version lost changes for good (it must be rebuilt), if it did.
+    pub lost: Option<String>,
+}
+
+/// What `status --json` prints.
+#[derive(Debug, Serialize)]
+pub struct Report {
+    /// Every version, and every configured version not built yet.
+    pub versions: Vec<VersionStatus>,
+    /// walfill's slots in the source (empty if it is unreachable).
+    pub slots: Vec<SlotStatus>,
+    /// Warnings about the slots.
+    pub warnings: Vec<String>,
+}
+
+/// Prints the status of every target, as a table or as JSON.
+pub async fn status(config: &Config, json: bool) -> Result<()> {
+    let dest = db::connect(&config.destination, Role::Destination).await?;
+    state::require(&dest).await?;
+    let mut versions = Vec::new();
+    for v in VersionState::list(&dest).await? {
+        if v.phase != Phase::Retired {
+            let holder = lock::holder_of(&dest, &format!("version:{}:{}", v.target, v.version))
+                .await?
+                .map(|(pid, _)| pid);
+            versions.push(describe(v, holder));
+        }
+    }
+    for target in &config.targets {
+        if !versions
+            .iter()
+            .any(|r| r.target == target.name && r.version == target.version)
+        {
+            versions.push(unbuilt(&target.name, &target.version));
+        }
+    }
+    let (slots, warnings) = match db::connect(&config.source, Role::Source).await {
+        Ok(source) => read_slots(config, &source, &mut versions).await,
+        Err(e) => {
+            tracing::warn!(error = %e.describe(), "cannot read the slots from the source");
+            (Vec::new(), Vec::new())
+        }
+    };
+    let report = Report {
+        versions,
+        slots,
+        warnings,
+    };
+    if json {
+        let text = serde_json::to_string_pretty(&report).unwrap_or_else(|_| "{}".into());
+        crate::say!("{text}")?;
+        return Ok(());
+    }
+    print(&report)
+}
+
+/// A version's row of the report; `holder` is the process working on it.
+fn describe(v: VersionState, holder: Option<i32>) -> VersionStatus {
+    let filling = matches!(
+        v.phase,
+        Phase::Planned | Phase::Copying | Phase::Replaying | Phase::CatchingUp
+    );
+    let running = holder.is_some();
+    let (wal_read, wal_total) = match (v.path, v.restart_lsn, v.boundary_lsn) {
+        (Path::Replay, Some(restart), Some(boundary)) => {
+            let total = boundary.0.saturating_sub(restart.0) as i64;
+            let read = match v.phase {
+                Phase::Replaying => v
+                    .replay_read_lsn
+                    .map_or(0, |r| r.0.saturating_sub(restart.0) as i64)
+                    .min(total),
+                _ => total,
+            };
+            (Some(read), Some(total))
+        }
+        _ => (None, None),
+    };
+    let rate = (running && matches!(v.phase, Phase::Copying | Phase::Replaying))
+        .then_some((v.copy_rate * 10.0).round() / 10.0)
+        .filter(|r| *r > 0.0);
+    let left = match v.phase {
+        Phase::Copying => Some((v.rows_estimated - v.rows_copied).max(0) as f64),
+        Phase::Replaying => wal_total.zip(wal_read).map(|(t, r)| (t - r).max(0) as f64),
+        _ => None,
+    };
+    let eta_seconds = rate.zip(left).map(|(r, l)| (l / r) as u64);
+    let note = if let Some(lost) = &v.lost {
+        Some(format!("LOST (rebuild it with `walfill backfill`): {lost}"))
+    } else if filling && !running {
+        Some(format!(
+            "interrupted: no process works on it; rerun `walfill backfill {}` to resume{}",
+            v.target,
+            v.last_error
+                .as_deref()
+                .map(|e| format!(" (last error: {e})"))
+                .unwrap_or_default()
+        ))
+    } else {
+        v.last_error.clone()
+    };
+    VersionStatus {
+        active: v.phase == Phase::Active,
+        phase: v.phase.to_string(),
+        path: Some(v.path.to_string()),
+        rows_copied: v.rows_copied,
+        rows_estimated: v.rows_estimated,
+        wal_read_bytes: wal_read,
+        wal_total_bytes: wal_total,
+        rate,
+        eta_seconds,
+        held_by_pid: holder,
+        note,
+        slot_lag_bytes: None,
+        applied_lsn: v.applied_lsn.map(|l| l.to_string()),
+        changes_applied: v.changes_applied,
+        swapped_at: v.swapped_at,
+        updated_at: Some(v.updated_at),
+        last_error: v.last_error,
+        lost: v.lost,
+        slot: v.slot_name,
+        target: v.target,
+        version: v.version,
+    }
+}
+
+/// A configured version no backfill has started.
+fn unbuilt(target: &str, version: &str) -> VersionStatus {
+    VersionStatus {
+        target: target.into(),
+        version: version.into(),
+        phase: "unbuilt".into(),
+        path: None,
+        active: false,
+        rows_copied: 0,
+        rows_estimated: 0,
+        wal_read_bytes: None,
+        wal_total_bytes: None,
+        rate: None,
+        eta_seconds: None,
+        held_by_pid: None,
+        note: Some(format!(
+            "configured, not built yet: `walfill backfill {target}` builds and publishes it \
+             (`--no-swap` builds it only)"
+        )),
+        slot: String::new(),
+        slot_lag_bytes: None,
+        applied_lsn: None,
+        changes_applied: 0,
+        swapped_at: None,
+        updated_at: None,
+        last_error: None,
+        lost: None,
+    }
+}
+
+/// Reads the slots, fills in each version's slot lag, and lists warnings.
+async fn read_slots(
+    config: &Config,
+    source: &Client,
+    versions: &mut [VersionStatus],
+) -> (Vec<SlotStatus>, Vec<String>) {
+    let lags = source
+        .query(
+            "SELECT slot_name::text,
+                    (pg_current_wal_lsn() - coalesce(confirmed_flush_lsn, restart_lsn))::bigint
+               FROM pg_replication_slots WHERE slot_name LIKE 'walfill\\_%'",
+            &[],
+        )
+        .await;
+    if let Ok(rows) = lags {
+        for row in rows {
+            let name: String = row.get(0);
+            for v in versions.iter_mut().filter(|v| v.slot == name) {
+                v.slot_lag_bytes = row.get(1);
+            }
+        }
+    }
+    match slots::read(config, source).await {
+        Ok(slots) => {
+            let warnings = slots.iter().filter_map(|s| s.warning.clone()).collect();
+            (slots, warnings)
+        }
+        Err(e) => {
+            tracing::warn!(error = %e.describe(), "cannot read the slots from the source");
+            (Vec::new(), Vec::new())
+        }
+    }
+}
+
+fn print(report: &Report) -> Result<()> {
+    crate::say!(
+        "{:<20} {:<10} {:<12} {:<34} {:>12} {:>8} {:>10} {:>10}  NOTE",
+        "TARGET",
+        "VERSION",
+        "PHASE",
+        "PROGRESS",
+        "RATE",
+        "ETA",
+        "SLOT LAG",
+        "WORKER"
+    )?;
+    for r in &report.versions {
+        let marker = if r.active { "*" } else { "" };
+        crate::say!(
+            "{:<20} {:<10} {:<12} {:<34} {:>12} {:>8} {:>10} {:>10}  {}",
+            r.target,
+            format!("{}{marker}", r.version),
+            r.phase,
+            progress(r),
+            match (r.rate, r.wal_total_bytes) {
+                (Some(rate), Some(_)) => format!("{}/s", human_bytes(rate as i64)),
+                (Some(rate), None) => format!("{rate:.0} rows/s"),
+                (None, _) => "-".into(),
+            },
+            r.eta_seconds
+                .map(|s| format!("{s} s"))
+                .unwrap_or_else(|| "-".into()),
+            match (&r.phase[..], r.slot_lag_bytes) {
+                ("unbuilt", _) => "-".into(),
+                (_, Some(lag)) => human_bytes(lag),
+                (_, None) => "?".into(),
+            },
+            r.held_by_pid
+                .map(|p| format!("pid {p}"))
+                .unwrap_or_else(|| "-".into()),
+            r.note.as_deref().unwrap_or("")
+        )?;
+    }
+    if !report.slots.is_empty() {
+        crate::say!("")?;
+        crate::say!(
+            "{:<40} {:<9} {:<7} {:>12}  WAL STATUS",
+            "SLOT",
+            "KIND",
+            "ACTIVE",
+            "RETAINED"
+        )?;
+        for s in &report.slots {
+            crate::say!(
+                "{:<40} {:<9} {:<7} {:>12}  {}",
+                s.name,
+                s.kind,
+                if s.active { "yes" } else { "no" },
+                human_bytes(s.retained_bytes),
+                s.wal_status.as_deref().unwrap_or("-")
+            )?;
+        }
+    }
+    for warning in &report.warnings {
+        crate::say!("warning: {warning}")?;
+    }
+    Ok(())
+}
+
+/// "80000/300000 rows", "12.0 MiB/48.0 MiB WAL, 5300 rows", "300000 rows".
+fn progress(r: &VersionStatus) -> String {
+    match (&r.phase[..], r.wal_read_bytes, r.wal_total_bytes) {
+        ("unbuilt", _, _) => "-".into(),
+        ("replaying", Some(read), Some(total)) => format!(
+            "{}/{} WAL, {} rows",
+            human_bytes(read),
+            human_bytes(total),
+            r.rows_copied
+        ),
+        ("copying" | "planned", _, _) => format!("{}/{} rows", r.rows_copied, r.rows_estimated),
+        _ => format!("{} rows", r.rows_copied),
+    }
+}
