@@ -44,6 +44,8 @@ pub struct Progress {
     /// (when, done) at recent advances, oldest first, spanning [`WINDOW`].
     samples: VecDeque<(Instant, u64)>,
     rate: f64,
+    /// What else the work has done, for people ("5300 rows written").
+    detail: Option<String>,
 }
 
 impl Progress {
@@ -96,6 +98,7 @@ impl Progress {
             last_log: now,
             samples: VecDeque::from([(now, done)]),
             rate: 0.0,
+            detail: None,
         }
     }
 
@@ -132,6 +135,14 @@ impl Progress {
         self.rate
     }
 
+    /// Sets what else the work has done, shown beside the label.
+    pub fn set_detail(&mut self, detail: String) {
+        if let Some(bar) = &self.bar {
+            bar.set_message(format!("{} ({detail})", self.label));
+        }
+        self.detail = Some(detail);
+    }
+
     /// "1234 rows/s, ETA 12 s".
     fn rate_and_eta(&self) -> String {
         let eta = self
@@ -154,6 +165,7 @@ impl Progress {
                 .eta()
                 .map(|d| format!("{} s", d.as_secs()))
                 .unwrap_or_else(|| "unknown".into()),
+            detail = self.detail.as_deref().unwrap_or(""),
             "progress"
         );
     }
@@ -184,6 +196,7 @@ impl Progress {
             task = %self.label,
             done = %self.unit.amount(self.done as f64),
             seconds = format!("{secs:.1}"),
+            detail = self.detail.as_deref().unwrap_or(""),
             "finished"
         );
     }

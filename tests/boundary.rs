@@ -31,7 +31,8 @@ fn a_write_before_the_boundary_committed_after_it_wins() {
         .unwrap();
     let backfill = walfill.spawn(&["backfill", "tv"]);
     db.wait_for(
-        "SELECT count(*) = 1 FROM pg_replication_slots WHERE slot_name LIKE 'walfill_tv_v1_%'",
+        "SELECT count(*) = 1 FROM pg_replication_slots
+          WHERE slot_name LIKE 'walfill_tv_v1_%' AND database = current_database()",
         Duration::from_secs(30),
         "the slot to be created",
     );

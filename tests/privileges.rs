@@ -279,3 +279,64 @@ fn every_command_runs_with_the_documented_grants() {
         Some("0")
     );
 }
+
+/// Every fix `setup` prints for roles with no privileges at all, run in
+/// the order printed, in the database it names, makes the next `setup`
+/// pass: each one is valid SQL, and together they are enough.
+#[test]
+fn setups_fixes_run_in_order_make_it_pass() {
+    let daily = Role::create("bare_src", "");
+    let owner = Role::create("bare_dst", "");
+    let src = TestDb::new("fix_src");
+    let dst = TestDb::new("fix_dst");
+    create_orders(&src, 100);
+    let walfill = Walfill::with_text(&format!(
+        "[source]\nurl = \"{}\"\n[destination]\nurl = \"{}\"\n{}",
+        daily.url(&src),
+        owner.url(&dst),
+        orders_target("v1")
+    ));
+    let err = fails(&walfill, &["setup"], &[]);
+    assert!(
+        err.contains("problems found (fix them in this order)"),
+        "{err}"
+    );
+    let fixes: Vec<(Option<String>, String)> = err
+        .lines()
+        .filter_map(|line| {
+            let (_, rest) = line.split_once("; fix (as ")?;
+            let (whom, sql) = rest.split_once("): ")?;
+            let database = whom
+                .split_once(", in database ")
+                .map(|(_, d)| d.to_string());
+            Some((database, sql.to_string()))
+        })
+        .collect();
+    assert!(fixes.len() >= 4, "{err}");
+    let position = |what: &str| {
+        fixes
+            .iter()
+            .position(|(_, sql)| sql.starts_with(what))
+            .unwrap_or_else(|| panic!("no {what} fix in:\n{err}"))
+    };
+    assert!(position("ALTER ROLE") < position("GRANT SELECT"), "{err}");
+    assert!(
+        position("GRANT SELECT") < position("CREATE PUBLICATION"),
+        "{err}"
+    );
+    for (database, sql) in &fixes {
+        let url = match database.as_deref() {
+            Some(name) if name == dst.name => dst.url(),
+            Some(name) => {
+                assert_eq!(name, src.name, "a fix names an unknown database: {sql}");
+                src.url()
+            }
+            None => src.url(),
+        };
+        connect(&url)
+            .batch_execute(sql)
+            .unwrap_or_else(|e| panic!("the fix {sql} failed: {e}\n{err}"));
+    }
+    let done = ok(&walfill, &["setup"], &[]);
+    assert!(done.contains("setup complete"), "{done}");
+}

@@ -7,7 +7,7 @@ use tokio_postgres::Client;
 use walfill_core::sql::quote_ident;
 use walfill_snapshot::SnapshotError;
 
-use super::problems::{Problems, Step};
+use super::problems::{fix, Problems, Step};
 use crate::error::{Error, Result};
 use walfill_snapshot::SourceTable;
 
@@ -32,23 +32,23 @@ pub(super) async fn server(source: &Client, problems: &mut Problems) -> Result<(
         problems.add(
             Step::Server,
             format!(
-                "the source has wal_level = {wal_level}; walfill needs logical. fix: ALTER \
-                 SYSTEM SET wal_level = logical; then restart PostgreSQL"
+                "the source has wal_level = {wal_level}; walfill needs logical; fix (as a \
+                 superuser): ALTER SYSTEM SET wal_level = logical; then restart PostgreSQL"
             ),
         );
     }
     if row.get::<_, i32>(1) < 1 {
         problems.add(
             Step::Server,
-            "the source has max_replication_slots = 0. fix: ALTER SYSTEM SET \
+            "the source has max_replication_slots = 0; fix (as a superuser): ALTER SYSTEM SET \
              max_replication_slots = 10; then restart PostgreSQL",
         );
     }
     if row.get::<_, i32>(2) < 1 {
         problems.add(
             Step::Server,
-            "the source has max_wal_senders = 0. fix: ALTER SYSTEM SET max_wal_senders = 10; \
-             then restart PostgreSQL",
+            "the source has max_wal_senders = 0; fix (as a superuser): ALTER SYSTEM SET \
+             max_wal_senders = 10; then restart PostgreSQL",
         );
     }
     if !row.get::<_, bool>(3) {
@@ -56,8 +56,12 @@ pub(super) async fn server(source: &Client, problems: &mut Problems) -> Result<(
         problems.add(
             Step::Role,
             format!(
-                "the source user {user} may not use replication. fix: ALTER ROLE {} REPLICATION",
-                quote_ident(&user)
+                "the source user {user} may not use replication; {}",
+                fix(
+                    "a superuser",
+                    None,
+                    &format!("ALTER ROLE {} REPLICATION", quote_ident(&user))
+                )
             ),
         );
     }
@@ -79,7 +83,8 @@ pub(super) async fn readable(
 ) -> Result<()> {
     let row = source
         .query_one(
-            "SELECT has_table_privilege($1::oid, 'SELECT'), current_user::text",
+            "SELECT has_table_privilege($1::oid, 'SELECT'), current_user::text,
+                    current_database()::text",
             &[&table.oid],
         )
         .await
@@ -88,10 +93,16 @@ pub(super) async fn readable(
         problems.add(
             Step::Grant,
             format!(
-                "target {target}: the source user cannot read {table}; fix: GRANT SELECT ON {} \
-                 TO {}",
-                table.quoted(),
-                quote_ident(row.get(1))
+                "target {target}: the source user cannot read {table}; {}",
+                fix(
+                    "the table's owner",
+                    Some(row.get(2)),
+                    &format!(
+                        "GRANT SELECT ON {} TO {}",
+                        table.quoted(),
+                        quote_ident(row.get(1))
+                    )
+                )
             ),
         );
     }
@@ -105,7 +116,7 @@ pub(super) async fn switch_wal(source: &Client, problems: &mut Problems) -> Resu
     let row = source
         .query_one(
             "SELECT has_function_privilege('pg_catalog.pg_switch_wal()', 'EXECUTE'),
-                    current_user::text",
+                    current_user::text, current_database()::text",
             &[],
         )
         .await
@@ -116,9 +127,15 @@ pub(super) async fn switch_wal(source: &Client, problems: &mut Problems) -> Resu
             format!(
                 "the source user may not run pg_switch_wal(), so every replay would wait for \
                  the archiver to store the segment being written (until it fills or \
-                 archive_timeout passes); fix, as a superuser: GRANT EXECUTE ON FUNCTION \
-                 pg_catalog.pg_switch_wal() TO {}",
-                quote_ident(row.get(1))
+                 archive_timeout passes); {}",
+                fix(
+                    "a superuser",
+                    Some(row.get(2)),
+                    &format!(
+                        "GRANT EXECUTE ON FUNCTION pg_catalog.pg_switch_wal() TO {}",
+                        quote_ident(row.get(1))
+                    )
+                )
             ),
         );
     }
@@ -208,36 +225,54 @@ pub(super) async fn publication(
         None if not_owned.is_empty() && !can_create => problems.add(
             Step::Grant,
             format!(
-                "the source user cannot create publication {publication}; fix: GRANT CREATE ON \
-                 DATABASE {} TO {}",
-                quote_ident(&database),
-                quote_ident(&user)
+                "the source user cannot create publication {publication}; {}",
+                fix(
+                    "the database's owner",
+                    None,
+                    &format!(
+                        "GRANT CREATE ON DATABASE {} TO {}",
+                        quote_ident(&database),
+                        quote_ident(&user)
+                    )
+                )
             ),
         ),
         None if !not_owned.is_empty() => problems.add(
             Step::Publication,
             format!(
                 "publication {publication} does not exist, and a publication of {} can be \
-                 created only by their owner (or a superuser), which {user} is not; fix, as \
-                 that owner: CREATE PUBLICATION {pubname} FOR TABLE {list}",
-                not_owned.join(", ")
+                 created only by their owner (or a superuser), which {user} is not; {}",
+                not_owned.join(", "),
+                fix(
+                    "the tables' owner",
+                    Some(&database),
+                    &format!("CREATE PUBLICATION {pubname} FOR TABLE {list}")
+                )
             ),
         ),
         Some(false) => problems.add(
             Step::Publication,
             format!(
                 "publication {publication} does not include {list}, and only the owner of the \
-                 publication (and of the tables) may add them, which {user} is not; fix, as that \
-                 owner: ALTER PUBLICATION {pubname} ADD TABLE {list}"
+                 publication (and of the tables) may add them, which {user} is not; {}",
+                fix(
+                    "that owner",
+                    Some(&database),
+                    &format!("ALTER PUBLICATION {pubname} ADD TABLE {list}")
+                )
             ),
         ),
         Some(true) if !not_owned.is_empty() => problems.add(
             Step::Publication,
             format!(
                 "publication {publication} does not include {list}, and adding a table needs \
-                 its owner (or a superuser), which {user} is not for {}; fix, as that owner: \
-                 ALTER PUBLICATION {pubname} ADD TABLE {list}",
-                not_owned.join(", ")
+                 its owner (or a superuser), which {user} is not for {}; {}",
+                not_owned.join(", "),
+                fix(
+                    "that owner",
+                    Some(&database),
+                    &format!("ALTER PUBLICATION {pubname} ADD TABLE {list}")
+                )
             ),
         ),
         _ => {}
@@ -286,14 +321,12 @@ pub(super) async fn destination(
                 problems.add(
                     Step::Grant,
                     format!(
-                        "the destination user cannot create schema {schema} (for {}); fix: \
-                         {grant_db}, or CREATE SCHEMA {} AUTHORIZATION {}",
+                        "the destination user cannot create schema {schema} (for {}); {}",
                         view.as_deref()
                             .map_or("walfill's state".into(), |v| format!(
                                 "the versions of {schema}.{v}"
                             )),
-                        quote_ident(&schema),
-                        quote_ident(&user)
+                        fix("the database's owner", None, &grant_db)
                     ),
                 );
             }
@@ -303,10 +336,16 @@ pub(super) async fn destination(
             problems.add(
                 Step::Grant,
                 format!(
-                    "the destination user cannot create tables in schema {schema}; fix: GRANT \
-                     USAGE, CREATE ON SCHEMA {} TO {}",
-                    quote_ident(&schema),
-                    quote_ident(&user)
+                    "the destination user cannot create tables in schema {schema}; {}",
+                    fix(
+                        "the schema's owner",
+                        Some(&database),
+                        &format!(
+                            "GRANT USAGE, CREATE ON SCHEMA {} TO {}",
+                            quote_ident(&schema),
+                            quote_ident(&user)
+                        )
+                    )
                 ),
             );
         }
@@ -315,10 +354,17 @@ pub(super) async fn destination(
                 Step::Grant,
                 format!(
                     "{schema}.{view} belongs to {owner}, and a swap replaces it, which needs its \
-                     owner; fix: ALTER VIEW {}.{} OWNER TO {}",
-                    quote_ident(&schema),
-                    quote_ident(&view),
-                    quote_ident(&user)
+                     owner; {}",
+                    fix(
+                        "a superuser",
+                        Some(&database),
+                        &format!(
+                            "ALTER VIEW {}.{} OWNER TO {}",
+                            quote_ident(&schema),
+                            quote_ident(&view),
+                            quote_ident(&user)
+                        )
+                    )
                 ),
             );
         }

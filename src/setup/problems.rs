@@ -23,6 +23,14 @@ pub(super) enum Step {
     Superuser,
 }
 
+/// A fix: who runs `sql`, and in which database (`None`: any).
+pub(super) fn fix(who: &str, database: Option<&str>, sql: &str) -> String {
+    match database {
+        Some(db) => format!("fix (as {who}, in database {db}): {sql}"),
+        None => format!("fix (as {who}): {sql}"),
+    }
+}
+
 /// Problems found so far, each with its fix.
 #[derive(Debug, Default)]
 pub(super) struct Problems(Vec<(Step, String)>);

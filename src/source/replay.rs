@@ -140,6 +140,7 @@ impl ReplaySource {
                 position: range.restart,
                 read: range.restart,
                 rate: 0.0,
+                written: 0,
                 failed: None,
             };
             let fed = decode_segments(
@@ -217,6 +218,8 @@ struct BatchSink {
     read: Lsn,
     /// Recent rate of reading WAL, bytes per second.
     rate: f64,
+    /// Rows handed to the apply loop so far.
+    written: i64,
     /// Why folding failed, when it did (the decoder sees only that it did).
     failed: Option<Error>,
 }
@@ -228,6 +231,9 @@ impl BatchSink {
             return Ok(());
         }
         let rows = self.fold.len() as i64;
+        self.written += rows;
+        self.progress
+            .set_detail(format!("{} rows written", self.written));
         let batch = Batch {
             writes: Writes::Folded(std::mem::take(&mut self.fold)),
             truncate: self.truncate.take(),
