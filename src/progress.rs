@@ -165,7 +165,7 @@ impl Progress {
                 .eta()
                 .map(|d| format!("{} s", d.as_secs()))
                 .unwrap_or_else(|| "unknown".into()),
-            detail = self.detail.as_deref().unwrap_or(""),
+            detail = self.detail.as_deref(),
             "progress"
         );
     }
@@ -196,7 +196,7 @@ impl Progress {
             task = %self.label,
             done = %self.unit.amount(self.done as f64),
             seconds = format!("{secs:.1}"),
-            detail = self.detail.as_deref().unwrap_or(""),
+            detail = self.detail.as_deref(),
             "finished"
         );
     }

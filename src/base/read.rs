@@ -28,7 +28,12 @@ pub async fn find_bases(archive: &Archive, database: u32, relid: u32) -> Result<
         .list(Some(&dir))
         .try_collect()
         .await
-        .map_err(|e| storage(format!("listing base snapshots under {dir}"), e))?;
+        .map_err(|e| {
+            storage(
+                format!("listing base snapshots under {}", archive.relative(&dir)),
+                e,
+            )
+        })?;
     let mut manifests = Vec::new();
     for meta in listed {
         if meta.location.filename() != Some("manifest.json") {
@@ -39,7 +44,7 @@ pub async fn find_bases(archive: &Archive, database: u32, relid: u32) -> Result<
             Ok(m) if m.v == 1 && m.relid == relid && m.database == database => manifests.push(m),
             Ok(_) => {}
             Err(e) => {
-                tracing::warn!(path = %meta.location, error = %e, "ignoring an unreadable base manifest")
+                tracing::warn!(object = %archive.relative(&meta.location), error = %e, "ignoring an unreadable base manifest")
             }
         }
     }
@@ -52,10 +57,10 @@ async fn get(archive: &Archive, path: &Path) -> Result<Bytes> {
         .store()
         .get(path)
         .await
-        .map_err(|e| storage(format!("reading {path}"), e))?
+        .map_err(|e| storage(format!("reading {}", archive.relative(path)), e))?
         .bytes()
         .await
-        .map_err(|e| storage(format!("reading {path}"), e))
+        .map_err(|e| storage(format!("reading {}", archive.relative(path)), e))
 }
 
 /// Rows in a stored part (from its footer).

@@ -127,7 +127,13 @@ impl BaseWriter {
             .store()
             .put(&path, PutPayload::from(bytes))
             .await
-            .map_err(|e| Error::Internal(format!("storing base snapshot part {path}: {e}")))?;
+            .map_err(|e| {
+                Error::Internal(format!(
+                    "storing base snapshot part {} of {}: {e}",
+                    self.archive.relative(&path),
+                    self.archive.url()
+                ))
+            })?;
         self.first_row += self.buffered as u64;
         self.buffered = 0;
         Ok(())
@@ -153,7 +159,13 @@ impl BaseWriter {
             .list(Some(&dir))
             .try_collect()
             .await
-            .map_err(|e| Error::Internal(format!("listing base snapshot {dir}: {e}")))?;
+            .map_err(|e| {
+                Error::Internal(format!(
+                    "listing base snapshot {} of {}: {e}",
+                    self.archive.relative(&dir),
+                    self.archive.url()
+                ))
+            })?;
         let mut parts = Vec::new();
         for meta in listed {
             let Some(name) = meta.location.filename().map(str::to_string) else {
@@ -189,8 +201,19 @@ impl BaseWriter {
             .store()
             .put(&path, PutPayload::from(text))
             .await
-            .map_err(|e| Error::Internal(format!("storing the base manifest {path}: {e}")))?;
-        tracing::info!(%path, rows = manifest.rows, "base snapshot written");
+            .map_err(|e| {
+                Error::Internal(format!(
+                    "storing the base manifest {} of {}: {e}",
+                    self.archive.relative(&path),
+                    self.archive.url()
+                ))
+            })?;
+        tracing::info!(
+            archive = %self.archive.url(),
+            object = %self.archive.relative(&path),
+            rows = manifest.rows,
+            "base snapshot written"
+        );
         Ok(manifest)
     }
 }

@@ -314,7 +314,9 @@ fn print(report: &Report) -> Result<()> {
     Ok(())
 }
 
-/// "80000/300000 rows", "12.0 MiB/48.0 MiB WAL, 5300 rows", "300000 rows".
+/// "80000/300000 rows", "12.0 MiB/48.0 MiB WAL, 5300 rows", "300000 rows
+/// copied" (a replay counts the rows it wrote, updates of one row
+/// included).
 fn progress(r: &VersionStatus) -> String {
     match (&r.phase[..], r.wal_read_bytes, r.wal_total_bytes) {
         ("unbuilt", _, _) => "-".into(),
@@ -325,6 +327,7 @@ fn progress(r: &VersionStatus) -> String {
             r.rows_copied
         ),
         ("copying" | "planned", _, _) => format!("{}/{} rows", r.rows_copied, r.rows_estimated),
-        _ => format!("{} rows", r.rows_copied),
+        _ if r.path.as_deref() == Some("replay") => format!("{} rows written", r.rows_copied),
+        _ => format!("{} rows copied", r.rows_copied),
     }
 }
