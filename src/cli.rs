@@ -182,7 +182,10 @@ pub enum Command {
         #[arg(long, value_parser = parse_lsn)]
         from: Lsn,
         /// Start reading at this earlier LSN (a slot's restart_lsn), so that
-        /// transactions in flight at --from are seen whole (default: --from).
+        /// transactions in flight at --from are seen whole. By default
+        /// walfill finds it in the archive: the latest running-transactions
+        /// record before --from whose transactions all ended before --from,
+        /// as a slot consistent at --from would have started from.
         #[arg(long, value_parser = parse_lsn)]
         restart_from: Option<Lsn>,
         /// Stop before the first record at or after this LSN (default: the

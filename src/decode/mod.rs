@@ -9,6 +9,7 @@
 mod format;
 mod keywords;
 mod run;
+mod start;
 
 pub use run::{change_budget, DecodeRun, Format, READ_AHEAD};
 
@@ -101,8 +102,32 @@ pub async fn decode(args: DecodeArgs) -> Result<u8> {
     };
     let archive = Archive::open(&args.archive)?;
     let segment_size = archive.segment_size().await?;
+    let (restart_from, from) = match args.restart_from {
+        Some(restart) => (restart, args.from),
+        None => {
+            let found = {
+                let archive = archive.clone();
+                let runtime = tokio::runtime::Handle::current();
+                let from = args.from;
+                tokio::task::spawn_blocking(move || start::find(&archive, &runtime, from))
+                    .await
+                    .map_err(|e| Error::Internal(format!("the scanning thread failed: {e}")))??
+            };
+            if found.first_record != args.from {
+                tracing::info!(
+                    "--from {} is not the start of a WAL record: decoding from the first \
+                     record after it, {} ({} bytes later)",
+                    args.from,
+                    found.first_record,
+                    found.first_record.0 - args.from.0
+                );
+            }
+            tracing::debug!(restart = %found.restart, "reading from the running-transactions record before --from");
+            (found.restart, found.first_record)
+        }
+    };
     let options = DecodeOptions {
-        emit_from: args.from,
+        emit_from: from,
         memory_limit: run::change_budget(args.memory_mb.saturating_mul(1024 * 1024), segment_size),
         spill_dir: args.spill_dir.clone().unwrap_or_else(std::env::temp_dir),
         only,
@@ -112,7 +137,7 @@ pub async fn decode(args: DecodeArgs) -> Result<u8> {
     };
     let run = DecodeRun {
         archive,
-        restart_from: args.restart_from.unwrap_or(args.from),
+        restart_from,
         to: args.to,
         format: args.format,
     };

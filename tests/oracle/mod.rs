@@ -5,6 +5,7 @@
 
 mod damage;
 mod fixtures;
+mod start;
 mod workloads;
 
 use std::process::Output;
