@@ -159,6 +159,8 @@ SELECT * FROM vec('b:829', 'macaddr', ARRAY[
 SELECT * FROM vec('b:790', 'money', ARRAY[
   $$'0'$$, $$'12.34'$$, $$'-12.34'$$, $$'1000000'$$, $$'-92233720368547758.08'$$,
   $$'92233720368547758.07'$$, $$'0.01'$$, $$'-0.01'$$, $$'999.99'$$, $$'1000'$$]);
+SELECT * FROM vec('b:3220', 'pg_lsn', ARRAY[
+  $$'0/0'$$, $$'0/16B3748'$$, $$'1/0'$$, $$'1a/b0c'$$, $$'FFFFFFFF/FFFFFFFF'$$, $$'0/FFFFFFFF'$$]);
 SELECT * FROM vec('enum:' || 'mood'::regtype::oid, 'mood', ARRAY[
   $$'sad'$$, $$'early'$$, $$'ünï'$$, $$'NULL'$$]);
 SELECT * FROM vec('domain:' || 'posint'::regtype::oid || ':23', 'posint', ARRAY['5', '2147483647']);
@@ -200,6 +202,7 @@ SELECT * FROM vec('b:1041', 'inet[]', ARRAY[$$'{1.2.3.4/24,::1,NULL}'$$]);
 SELECT * FROM vec('b:651', 'cidr[]', ARRAY[$$'{10.0.0.0/8,2001:db8::/32}'$$]);
 SELECT * FROM vec('b:1040', 'macaddr[]', ARRAY[$$'{08:00:2b:01:02:03}'$$]);
 SELECT * FROM vec('b:791', 'money[]', ARRAY[$$'{1.00,-1234.56,NULL}'$$]);
+SELECT * FROM vec('b:3221', 'pg_lsn[]', ARRAY[$$'{0/1,NULL,A/B}'$$, $$'{FFFFFFFF/FFFFFFFF}'$$]);
 SELECT * FROM vec('enumarr:' || 'mood[]'::regtype::oid || ':' || 'mood'::regtype::oid, 'mood[]',
   ARRAY[$$'{sad,NULL,"NULL","with space","quo\"te",ünï,early}'$$]);
 SELECT * FROM vec('domainarr:' || 'posint[]'::regtype::oid || ':' || 'posint'::regtype::oid || ':23',

@@ -83,6 +83,7 @@ const BUILTIN_CASES: &[(&str, &str, u32, BaseType)] = &[
     ("cidr", "cidr", 650, BaseType::Cidr),
     ("macaddr", "macaddr", 829, BaseType::Macaddr),
     ("money", "money", 790, BaseType::Money),
+    ("pg_lsn", "pg_lsn", 3220, BaseType::PgLsn),
 ];
 
 /// Parameter values for a built-in type.
@@ -113,6 +114,7 @@ fn values_for(base: BaseType) -> Param {
         BaseType::Cidr => strategies::inet(true),
         BaseType::Macaddr => strategies::fixed_bytes(6),
         BaseType::Money => strategies::money(),
+        BaseType::PgLsn => strategies::pg_lsn(),
     }
 }
 

@@ -52,7 +52,7 @@ fn every_supported_type() {
              ba bytea, d date, tm time, ttz timetz, ts timestamp, tstz timestamptz,
              iv interval, u uuid, js json, jb jsonb, ip inet, cd cidr, mac macaddr, m money,
              e mood, dom posint, ia int[], ta text[], na numeric[], ma int[][], ea mood[],
-             tsa timestamptz[], ja jsonb[]);",
+             tsa timestamptz[], ja jsonb[], lsn pg_lsn, lsna pg_lsn[]);",
     );
     o.db.exec(
         "INSERT INTO v (id) VALUES (1);
@@ -64,19 +64,20 @@ fn every_supported_type() {
              '::ffff:1.2.3.4/128', '10.0.0.0/8', '08:00:2b:01:02:03', '-92233720368547758.08',
              'happy ''quoted''', 7, '{1,NULL,3}', '{\"\",NULL,\"a,b\",\"c\\\"d\",\"b\\\\s\",\" sp \",NULL,NULL}',
              '{NaN,-1.5,0}', '{{1,2},{3,4}}', '{sad,ok}', '{infinity,\"2000-01-01 00:00:00+00\"}',
-             ARRAY['{\"k\": 1}'::jsonb, NULL]);
+             ARRAY['{\"k\": 1}'::jsonb, NULL], 'FFFFFFFF/FFFFFFFF', '{0/0,NULL,1a/b0c}');
          INSERT INTO v VALUES (3, false, 32767, 2147483647, 9223372036854775807, 0,
              3.4028235e38, 1.7976931348623157e308, '-0.000000000000000000001', -0.5, 'O''Brien \\ ü',
              'émoji', 'a', '', '\\001', '\\x', '2000-02-29', '00:00:00.000001', '00:00:00-12:00',
              '1999-12-31 23:59:59.5', 'infinity', '1 mon -2 days 03:04:05.000006',
              'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', '[]', '{}', '2001:db8::/32', '::/0',
              'ff:ff:ff:ff:ff:ff', '12.34', 'sad', 1, '{}', '[0:1]={x,y}', NULL,
-             '[2:3][1:2]={{1,2},{3,4}}', '{}', NULL, '{}');
+             '[2:3][1:2]={{1,2},{3,4}}', '{}', NULL, '{}', '0/16B3748', '{}');
          INSERT INTO v (id, f4, f8, n, ts, tstz, iv) VALUES
              (4, 1.0e-45, 5e-324, 1e1000, '2024-06-30 12:34:56.789', '2024-06-30 12:34:56.789+02',
               '-1 year -2 mons +3 days -04:05:06'),
              (5, -0.0, 0.1, 12345678901234567890.12345678901234567890, '1900-01-01', '1900-01-01 00:00:00+00', '0');
-         UPDATE v SET t = 'new', jb = '{\"z\": 1e-7}' WHERE id = 2;
+         UPDATE v SET t = 'new', jb = '{\"z\": 1e-7}', lsn = '1/0' WHERE id = 2;
+         UPDATE v SET lsn = pg_current_wal_lsn(), lsna = ARRAY[pg_current_wal_lsn(), '0/1'] WHERE id = 4;
          DELETE FROM v WHERE id = 5;",
     );
     o.assert_same(&[]);

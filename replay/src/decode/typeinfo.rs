@@ -132,4 +132,18 @@ mod tests {
         ));
         assert_eq!(rows.info(23), TypeInfo::builtin(23).unwrap());
     }
+
+    #[test]
+    fn pg_lsn_and_its_array_are_builtin_and_supported() {
+        use crate::types::BaseType;
+        let rows = TypeRows::default();
+        let lsn = rows.info(3220);
+        assert_eq!(lsn.kind, TypeKind::Base(BaseType::PgLsn));
+        assert_eq!((lsn.len, lsn.byval, lsn.align), (8, true, Align::Double));
+        assert!(crate::decode::is_supported(&lsn));
+        let array = rows.info(3221);
+        assert!(matches!(array.kind, TypeKind::Array { .. }));
+        assert_eq!(array.align, Align::Double);
+        assert!(crate::decode::is_supported(&array));
+    }
 }

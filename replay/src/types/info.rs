@@ -66,6 +66,8 @@ pub enum BaseType {
     Numeric,
     /// `uuid` (2950).
     Uuid,
+    /// `pg_lsn` (3220).
+    PgLsn,
     /// `jsonb` (3802).
     Jsonb,
 }
@@ -126,12 +128,13 @@ const BUILTINS: &[Builtin] = &[
     row(BaseType::Timetz, 1266, 1270, 12, false, Align::Double),
     row(BaseType::Numeric, 1700, 1231, -1, false, Align::Int),
     row(BaseType::Uuid, 2950, 2951, 16, false, Align::Char),
+    row(BaseType::PgLsn, 3220, 3221, 8, true, Align::Double),
     row(BaseType::Jsonb, 3802, 3807, -1, false, Align::Int),
 ];
 
 impl BaseType {
     /// Every supported base type.
-    pub const ALL: [BaseType; 27] = [
+    pub const ALL: [BaseType; 28] = [
         BaseType::Bool,
         BaseType::Bytea,
         BaseType::Char,
@@ -158,6 +161,7 @@ impl BaseType {
         BaseType::Timetz,
         BaseType::Numeric,
         BaseType::Uuid,
+        BaseType::PgLsn,
         BaseType::Jsonb,
     ];
 

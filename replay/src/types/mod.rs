@@ -33,7 +33,7 @@
 //! Supported: bool, int2, int4, int8, oid, float4, float8, numeric, text,
 //! varchar, bpchar, name, "char", bytea, date, time, timetz, timestamp,
 //! timestamptz, interval, uuid, json, jsonb, inet, cidr, macaddr, money,
-//! enums, domains over any of these, and arrays of any of them. Any other
+//! pg_lsn, enums, domains over any of these, and arrays of any of them. Any other
 //! type yields [`TypeError::Unsupported`], so that the caller can name the
 //! column and fall back. Bytes that are not a valid value yield
 //! [`TypeError::Malformed`]; no input makes this module panic.
@@ -121,6 +121,7 @@ fn base_out(base: BaseType, oid: u32, datum: &[u8], out: &mut String) -> Result<
         BaseType::Money => scalar::money_out(oid, datum, out),
         BaseType::Uuid => scalar::uuid_out(oid, datum, out),
         BaseType::Macaddr => scalar::macaddr_out(oid, datum, out),
+        BaseType::PgLsn => scalar::pg_lsn_out(oid, datum, out),
         BaseType::Float4 => float::float4_out(oid, datum, out),
         BaseType::Float8 => float::float8_out(oid, datum, out),
         BaseType::Numeric => numeric::numeric_out(oid, datum, out),

@@ -50,6 +50,7 @@ pub(super) fn push_2(out: &mut String, v: u32) {
 }
 
 const HEX: &[u8; 16] = b"0123456789abcdef";
+const HEX_UPPER: &[u8; 16] = b"0123456789ABCDEF";
 
 /// Appends a byte as two lower-case hex digits.
 pub(super) fn push_hex_byte(out: &mut String, b: u8) {
@@ -59,12 +60,21 @@ pub(super) fn push_hex_byte(out: &mut String, b: u8) {
 
 /// Appends `v` in lower-case hex without leading zeros.
 pub(super) fn push_hex(out: &mut String, v: u32) {
+    push_hex_digits(out, v, HEX);
+}
+
+/// Appends `v` in upper-case hex without leading zeros (`%X`).
+pub(super) fn push_hex_upper(out: &mut String, v: u32) {
+    push_hex_digits(out, v, HEX_UPPER);
+}
+
+fn push_hex_digits(out: &mut String, v: u32, digits: &[u8; 16]) {
     let mut started = false;
     for shift in (0..8).rev() {
         let nibble = (v >> (shift * 4)) & 0x0f;
         if nibble != 0 || started || shift == 0 {
             started = true;
-            out.push(char::from(HEX[nibble as usize]));
+            out.push(char::from(digits[nibble as usize]));
         }
     }
 }
@@ -99,9 +109,13 @@ mod tests {
         push_hex(&mut s, 0xab0);
         s.push(' ');
         push_hex_byte(&mut s, 0x0f);
+        s.push(' ');
+        push_hex_upper(&mut s, 0);
+        push_hex_upper(&mut s, 0xab0);
+        push_hex_upper(&mut s, u32::MAX);
         assert_eq!(
             s,
-            "0 -9223372036854775808 18446744073709551615 0007 123456 05 0ab0 0f"
+            "0 -9223372036854775808 18446744073709551615 0007 123456 05 0ab0 0f 0AB0FFFFFFFF"
         );
     }
 }

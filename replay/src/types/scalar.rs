@@ -1,11 +1,11 @@
-//! Simple scalar types: booleans, integers, strings, bytea, money, uuid and
-//! macaddr.
+//! Simple scalar types: booleans, integers, strings, bytea, money, uuid,
+//! macaddr and pg_lsn.
 //!
 //! Strings are stored in the server encoding, which must be UTF-8 here; a
 //! value that is not valid UTF-8 is reported as malformed.
 
 use super::error::{malformed, TypeError};
-use super::push::{push_hex_byte, push_i64, push_u64};
+use super::push::{push_hex_byte, push_hex_upper, push_i64, push_u64};
 use super::read::exact;
 
 /// `boolout`: `t` or `f`.
@@ -130,5 +130,15 @@ pub(super) fn macaddr_out(oid: u32, datum: &[u8], out: &mut String) -> Result<()
         }
         push_hex_byte(out, *b);
     }
+    Ok(())
+}
+
+/// `pg_lsn_out`: `%X/%X` of the high and low 32 bits of the little-endian
+/// 64-bit position.
+pub(super) fn pg_lsn_out(oid: u32, datum: &[u8], out: &mut String) -> Result<(), TypeError> {
+    let lsn = u64::from_le_bytes(exact(oid, datum)?);
+    push_hex_upper(out, (lsn >> 32) as u32);
+    out.push('/');
+    push_hex_upper(out, lsn as u32);
     Ok(())
 }

@@ -157,6 +157,28 @@ fn malformed_values_are_errors() {
 }
 
 #[test]
+fn pg_lsn_prints_upper_case_hex_halves() {
+    let lsn = TypeInfo::base(BaseType::PgLsn);
+    let print = |v: u64| output(&lsn, &v.to_le_bytes());
+    assert_eq!(print(0).as_deref(), Ok("0/0"));
+    assert_eq!(print(0x0000_0001_0000_0000).as_deref(), Ok("1/0"));
+    assert_eq!(print(0x0000_001a_0000_0b0c).as_deref(), Ok("1A/B0C"));
+    assert_eq!(print(0x0000_0000_016b_3748).as_deref(), Ok("0/16B3748"));
+    assert_eq!(print(u64::MAX).as_deref(), Ok("FFFFFFFF/FFFFFFFF"));
+    assert!(matches!(
+        output(&lsn, &[0; 4]),
+        Err(TypeError::Malformed { oid: 3220, .. })
+    ));
+
+    // pg_lsn[]: 8-byte elements, aligned like int8's.
+    let arr = TypeInfo::builtin(3221).expect("pg_lsn[]");
+    let mut bytes = array_header(1, 0, 3220, &[(2, 1)]);
+    bytes.extend_from_slice(&0x0000_000a_0000_000bu64.to_le_bytes());
+    bytes.extend_from_slice(&0x0000_0000_0000_0001u64.to_le_bytes());
+    assert_eq!(output(&arr, &bytes).as_deref(), Ok("{A/B,0/1}"));
+}
+
+#[test]
 fn deep_jsonb_nesting_does_not_recurse() {
     // 100000 nested one-element arrays: `[[[…]]]`, built the way jsonb lays
     // them out (each level a container entry padded to 4 bytes).

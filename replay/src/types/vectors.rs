@@ -163,13 +163,14 @@ vector_tests! {
     cidr_vectors => ["b:650"];
     macaddr_vectors => ["b:829"];
     money_vectors => ["b:790"];
+    pg_lsn_vectors => ["b:3220"];
     enum_vectors => ["enum", "enumarr"];
     domain_vectors => ["domain", "domainarr"];
     array_vectors => [
         "b:1007", "b:1016", "b:1005", "b:1000", "b:1028", "b:1021", "b:1022", "b:1231",
         "b:1009", "b:1015", "b:1014", "b:1003", "b:1002", "b:1001", "b:1182", "b:1183",
         "b:1270", "b:1115", "b:1185", "b:1187", "b:2951", "b:199", "b:3807", "b:1041",
-        "b:651", "b:1040", "b:791"
+        "b:651", "b:1040", "b:791", "b:3221"
     ];
 }
 
@@ -178,7 +179,7 @@ fn vectors_cover_both_header_forms_of_aligned_arrays() {
     let (enums, vectors) = load();
     // int8[] and float8[] elements are 8-byte aligned relative to a 4-byte
     // header; a 1-byte header shifts the payload, which must not matter.
-    for spec in ["b:1016", "b:1022", "b:1115", "b:3802"] {
+    for spec in ["b:1016", "b:1022", "b:1115", "b:3221", "b:3802"] {
         let short = vectors
             .iter()
             .filter(|v| v.spec == spec)

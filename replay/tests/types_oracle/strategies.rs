@@ -46,6 +46,19 @@ pub(crate) fn oid() -> Param {
         .boxed()
 }
 
+/// WAL positions: both halves at their ends, small offsets, any value.
+pub(crate) fn pg_lsn() -> Param {
+    prop_oneof![
+        Just(0u64),
+        Just(u64::MAX),
+        0..0x1_0000_0000u64,
+        (0..0x100u64, any::<u32>()).prop_map(|(hi, lo)| hi << 32 | u64::from(lo)),
+        any::<u64>(),
+    ]
+    .prop_map(|v| v.to_be_bytes().to_vec())
+    .boxed()
+}
+
 pub(crate) fn positive_int4() -> Param {
     (1..=i32::MAX)
         .prop_map(|v| v.to_be_bytes().to_vec())
