@@ -112,6 +112,41 @@ fn compressed_and_toasted_values() {
     o.assert_same(&[]);
 }
 
+/// A transaction whose only trace in WAL is catalog invalidations (a
+/// temporary table ON COMMIT DELETE ROWS, emptied at commit) changed the
+/// catalog as far as decoding knows: it prints as BEGIN and COMMIT.
+#[test]
+fn a_transaction_that_only_invalidates_caches() {
+    let o = Oracle::new("oracle_inval", "CREATE TABLE t (id int PRIMARY KEY);");
+    let mut session = o.db.client();
+    // One statement per call: each transaction commits on its own.
+    for sql in [
+        "CREATE TEMP TABLE scratch (id int PRIMARY KEY, v text) ON COMMIT DELETE ROWS",
+        "INSERT INTO scratch VALUES (1, 'only the temporary table')",
+        "INSERT INTO t VALUES (1)",
+        "BEGIN",
+        "INSERT INTO scratch VALUES (2, 'both')",
+        "INSERT INTO t VALUES (2)",
+        "COMMIT",
+        "BEGIN",
+        "SAVEPOINT s",
+        "INSERT INTO scratch VALUES (3, 'in a subtransaction')",
+        "RELEASE s",
+        "COMMIT",
+    ] {
+        session.batch_execute(sql).unwrap();
+    }
+    let out = o.assert_same(&[]);
+    let printed = String::from_utf8_lossy(&out.stdout);
+    let empty = printed
+        .lines()
+        .zip(printed.lines().skip(1))
+        .filter(|(a, b)| a.starts_with("BEGIN ") && b.starts_with("COMMIT "))
+        .count();
+    // CREATE TEMP TABLE and the two transactions that wrote only `scratch`.
+    assert_eq!(empty, 3, "{printed}");
+}
+
 /// Two-phase commit: committed, rolled back, and interleaved with other work.
 #[test]
 fn two_phase_commit() {

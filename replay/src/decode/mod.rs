@@ -496,6 +496,13 @@ impl Decoder {
             WalEvent::SmgrCreate { rel, .. } if self.options.follow_new_files => {
                 self.new_files.insert(rel);
             }
+            // A transaction that logged invalidations changed the catalog as
+            // far as decoding knows, and gets a snapshot at its commit even
+            // with no other record (a temporary table ON COMMIT DELETE ROWS
+            // emptied).
+            WalEvent::Invalidations { .. } if record.xid != 0 => {
+                self.snapshot(top);
+            }
             WalEvent::ParameterChange { wal_level } => {
                 self.wal_level = Some(wal_level);
             }

@@ -103,7 +103,8 @@ pub enum WalEvent {
         /// Its subtransactions.
         subxacts: Vec<u32>,
     },
-    /// Catalog invalidations of a command (`XLOG_XACT_INVALIDATIONS`); ignorable.
+    /// Catalog invalidations of a command (`XLOG_XACT_INVALIDATIONS`): its
+    /// transaction counts as having changed the catalog.
     Invalidations {
         /// Number of invalidation messages.
         count: u32,
