@@ -162,9 +162,13 @@ pub enum Command {
     /// commit LSN and time, then each change with values in PostgreSQL's
     /// own text form. `--format test_decoding` prints exactly what the
     /// test_decoding plugin prints for the same transactions. Relations are
-    /// described by the source database's current catalog. A value of a
-    /// type walfill cannot decode is printed as a marker, warned about once
-    /// per column, and makes the command exit with 3 at the end.
+    /// described by the source database's current catalog. Every table is
+    /// printed, as a slot prints it, unless `--table` or `--exclude-schema`
+    /// leaves tables out: their changes are dropped, and a transaction left
+    /// without changes prints as BEGIN and COMMIT alone (test_decoding) or
+    /// not at all (jsonl). A value of a type walfill cannot decode is
+    /// printed as a marker, warned about once per column, and makes the
+    /// command exit with 3 at the end.
     Decode {
         /// Archive URL (default: the configuration's [archive] url).
         #[arg(long)]
@@ -195,6 +199,11 @@ pub enum Command {
         /// Only changes of this table (schema.name).
         #[arg(long)]
         table: Option<String>,
+        /// Leave out changes of tables in this schema (repeatable), e.g.
+        /// `--exclude-schema walfill` for walfill's own state. Unquoted
+        /// names are folded to lower case, as SQL does.
+        #[arg(long, value_name = "SCHEMA", conflicts_with = "table")]
+        exclude_schema: Vec<String>,
         /// Output format.
         #[arg(long, value_enum, default_value_t = Format::Jsonl)]
         format: Format,

@@ -291,6 +291,31 @@ impl Validator<'_> {
 
 /// Parses `schema.table`, `table` (schema `public`), with optional double quotes.
 pub fn parse_qualified(text: &str) -> Result<QualifiedName, String> {
+    match split_names(text, "expected schema.table")?.as_slice() {
+        [name] => Ok(QualifiedName {
+            schema: "public".into(),
+            name: name.clone(),
+        }),
+        [schema, name] => Ok(QualifiedName {
+            schema: schema.clone(),
+            name: name.clone(),
+        }),
+        _ => Err("expected schema.table".into()),
+    }
+}
+
+/// Parses one name (a schema's, say), folded to lower case unless it is
+/// double-quoted, as SQL reads an identifier.
+pub fn parse_identifier(text: &str) -> Result<String, String> {
+    const EXPECTED: &str = "expected one name; quote a name with a dot, like \"my.schema\"";
+    match split_names(text, EXPECTED)?.as_slice() {
+        [name] => Ok(name.clone()),
+        _ => Err(EXPECTED.into()),
+    }
+}
+
+/// Splits dotted names, each unquoted (folded to lower case) or quoted.
+fn split_names(text: &str, expected: &str) -> Result<Vec<String>, String> {
     let mut parts = Vec::new();
     let mut chars = text.trim().chars().peekable();
     loop {
@@ -323,7 +348,7 @@ pub fn parse_qualified(text: &str) -> Result<QualifiedName, String> {
             }
         }
         if part.is_empty() {
-            return Err("expected schema.table".into());
+            return Err(expected.into());
         }
         parts.push(part);
         match chars.next() {
@@ -332,17 +357,7 @@ pub fn parse_qualified(text: &str) -> Result<QualifiedName, String> {
             Some(c) => return Err(format!("unexpected {c:?} after a quoted name")),
         }
     }
-    match parts.as_slice() {
-        [name] => Ok(QualifiedName {
-            schema: "public".into(),
-            name: name.clone(),
-        }),
-        [schema, name] => Ok(QualifiedName {
-            schema: schema.clone(),
-            name: name.clone(),
-        }),
-        _ => Err("expected schema.table".into()),
-    }
+    Ok(parts)
 }
 
 #[cfg(test)]
@@ -437,5 +452,12 @@ schema = "derived"
         assert!(parse_qualified("a.b.c").is_err());
         assert!(parse_qualified("a b").is_err());
         assert!(parse_qualified("").is_err());
+        assert_eq!(parse_identifier("Walfill").as_deref(), Ok("walfill"));
+        assert_eq!(
+            parse_identifier("\"My.Schema\"").as_deref(),
+            Ok("My.Schema")
+        );
+        assert!(parse_identifier("a.b").is_err());
+        assert!(parse_identifier("").is_err());
     }
 }

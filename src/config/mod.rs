@@ -15,7 +15,7 @@ use std::path::PathBuf;
 
 use walfill_core::sql::quote_ident;
 
-pub use load::{load, parse_qualified, ConfigError};
+pub use load::{load, parse_identifier, parse_qualified, ConfigError};
 pub use secret::PgUrl;
 
 /// A validated configuration.

@@ -20,7 +20,7 @@ use walfill_replay::archive::Archive;
 use walfill_replay::decode::{Catalog, CatalogSnapshot, DecodeOptions};
 use walfill_replay::Lsn;
 
-use crate::config::{parse_qualified, PgUrl};
+use crate::config::{parse_identifier, parse_qualified, PgUrl};
 use crate::db::{self, Role};
 use crate::error::{Error, Result};
 
@@ -39,6 +39,9 @@ pub struct DecodeArgs {
     pub to: Option<Lsn>,
     /// Only this table (`schema.name`).
     pub table: Option<String>,
+    /// Leave out tables in these schemas (names as SQL reads them: folded
+    /// to lower case unless quoted).
+    pub exclude_schemas: Vec<String>,
     /// Output format.
     pub format: Format,
     /// Memory bound in MiB for segments in flight and buffered changes.
@@ -82,6 +85,14 @@ impl CatalogSource {
 
 /// Decodes and prints; returns the exit status the command should end with.
 pub async fn decode(args: DecodeArgs) -> Result<u8> {
+    let exclude_schemas = args
+        .exclude_schemas
+        .iter()
+        .map(|name| {
+            parse_identifier(name)
+                .map_err(|m| Error::Request(format!("--exclude-schema {name:?}: {m}")))
+        })
+        .collect::<Result<BTreeSet<String>>>()?;
     let catalog = args.catalog.load().await?;
     let only = match &args.table {
         None => None,
@@ -131,6 +142,7 @@ pub async fn decode(args: DecodeArgs) -> Result<u8> {
         memory_limit: run::change_budget(args.memory_mb.saturating_mul(1024 * 1024), segment_size),
         spill_dir: args.spill_dir.clone().unwrap_or_else(std::env::temp_dir),
         only,
+        exclude_schemas,
         strict_types: false,
         unsupported_as_null: false,
         ..DecodeOptions::default()

@@ -5,6 +5,7 @@
 
 mod damage;
 mod fixtures;
+mod schemas;
 mod start;
 mod workloads;
 
@@ -44,6 +45,11 @@ impl Oracle {
         if !setup.is_empty() {
             db.exec(setup);
         }
+        Oracle::on(db)
+    }
+
+    /// The oracle of a database prepared by the caller: its slot starts now.
+    pub fn on(db: TestDb) -> Oracle {
         let slot = format!("{}_oracle", db.name);
         db.exec(&format!(
             "SELECT pg_create_logical_replication_slot('{slot}', 'test_decoding')"
