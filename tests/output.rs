@@ -60,6 +60,26 @@ fn a_closed_stdout_ends_the_command_quietly() {
     let url = db.url();
     let config = walfill.config_path();
     let config = config.to_str().unwrap();
+    // More than a pipe holds, so the writer meets the closed pipe mid-run.
+    let whole = std::process::Command::new(crate::support::run::binary())
+        .args([
+            "decode",
+            "--archive",
+            &archive,
+            "--from",
+            &from,
+            "--source",
+            &url,
+        ])
+        .env_remove("WALFILL_CONFIG")
+        .output()
+        .expect("run walfill decode");
+    assert!(whole.status.success());
+    assert!(
+        whole.stdout.len() > 64 * 1024,
+        "decode printed only {} bytes",
+        whole.stdout.len()
+    );
     for round in 0..10 {
         let (status, err) =
             read_then_close(&["status", "--json"], &[("WALFILL_CONFIG", config)], 16);

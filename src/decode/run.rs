@@ -69,7 +69,10 @@ impl DecodeRun {
         options: DecodeOptions,
     ) -> Result<Outcome> {
         let stdout = std::io::stdout();
-        let out = BufWriter::with_capacity(1 << 16, stdout.lock());
+        let out = Stdout {
+            out: BufWriter::with_capacity(1 << 16, stdout.lock()),
+            closed: false,
+        };
         match self.format {
             Format::TestDecoding => {
                 let mut sink = TestDecoding::new(out);
@@ -111,9 +114,41 @@ impl DecodeRun {
     }
 }
 
-fn finish<W: Write>(mut out: W, result: Result<Outcome>) -> Result<Outcome> {
+/// Standard output, remembering whether its reader closed it.
+struct Stdout<W: Write> {
+    out: W,
+    closed: bool,
+}
+
+impl<W: Write> Stdout<W> {
+    fn note<T>(&mut self, result: std::io::Result<T>) -> std::io::Result<T> {
+        if let Err(e) = &result {
+            self.closed |= e.kind() == std::io::ErrorKind::BrokenPipe;
+        }
+        result
+    }
+}
+
+impl<W: Write> Write for Stdout<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let written = self.out.write(buf);
+        self.note(written)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        let flushed = self.out.flush();
+        self.note(flushed)
+    }
+}
+
+fn finish<W: Write>(mut out: Stdout<W>, result: Result<Outcome>) -> Result<Outcome> {
     // What was printed is whole transactions: flush it even on error.
     let flushed = out.flush();
+    // A reader that stopped reading (`decode | head`) ends the command
+    // quietly, whatever the decoder made of the failed write.
+    if out.closed {
+        return Err(Error::Output(std::io::ErrorKind::BrokenPipe.into()));
+    }
     let outcome = result?;
     match flushed {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(outcome),

@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# The decoder against PostgreSQL's own logical decoding on PostgreSQL's own
+# regression suite: a test_decoding slot and walfill's catalog journal are
+# set up in a fresh database, the suite's SQL files run in it in schedule
+# order (failures are part of the suite: they are ignored), and then
+# `walfill decode --format test_decoding` of the archived WAL is compared
+# with what the slot prints, table by table.
+#
+#   scripts/regress-oracle.sh [--tests N]    (N: only the first N files of
+#                                             the schedule; default all)
+#
+# The suite's files come from Debian's source package of the server that
+# runs (postgresql-15), fetched with apt-get into .pg-src/ through a
+# sources list of its own (the machine's apt configuration is untouched).
+# Prints: tables whose change lines are identical, of all tables the slot
+# or walfill printed, and change lines identical; the differing tables go
+# to $WALFILL_PG_HOME/regress-oracle/differing.txt.
+. "$(dirname "$0")/lib.sh"
+cd "$WALFILL_ROOT"
+
+limit=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --tests) limit="$2"; shift 2 ;;
+    *) die "unknown argument $1 (see the comment at the top of $0)" ;;
+  esac
+done
+
+DB=walfill_regress_oracle
+SLOT=walfill_regress_oracle
+OUT="$WALFILL_PG_HOME/regress-oracle"
+SRC_CACHE="$WALFILL_ROOT/.pg-src"
+rm -rf "$OUT"
+mkdir -p "$OUT" "$SRC_CACHE"
+
+"$WALFILL_ROOT/scripts/deps.sh"
+"$WALFILL_ROOT/scripts/pg-up.sh" >/dev/null
+version="$(pg_psql -d postgres -At -c "SELECT split_part(current_setting('server_version'), ' ', 1)")"
+
+# The suite's SQL, from the Debian source package of this server.
+regress="$SRC_CACHE/postgresql-$version/src/test/regress"
+if [ ! -f "$regress/parallel_schedule" ]; then
+  command -v dpkg-source >/dev/null || {
+    log "installing dpkg-dev (to unpack the source package)"
+    SUDO=""; [ "$(id -u)" = 0 ] || SUDO="sudo"
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends dpkg-dev >/dev/null
+  }
+  codename="$(. /etc/os-release && echo "$VERSION_CODENAME")"
+  apt_dir="$SRC_CACHE/apt"
+  mkdir -p "$apt_dir/lists/partial" "$SRC_CACHE/dl"
+  echo "deb-src http://deb.debian.org/debian $codename main" >"$apt_dir/sources.list"
+  apt_opts=(-q -o "Dir::Etc::SourceList=$apt_dir/sources.list" -o "Dir::Etc::SourceParts=/dev/null"
+    -o "Dir::State::Lists=$apt_dir/lists")
+  log "fetching the source package postgresql-15 ($codename)"
+  apt-get "${apt_opts[@]}" update >/dev/null
+  (cd "$SRC_CACHE/dl" && apt-get "${apt_opts[@]}" source --download-only postgresql-15 >/dev/null 2>&1)
+  orig="$(ls "$SRC_CACHE"/dl/postgresql-15_*.orig.tar.* | head -1)"
+  [ -n "$orig" ] || die "the source package postgresql-15 could not be downloaded"
+  got="$(basename "$orig" | sed -E 's/postgresql-15_([0-9.]+)\.orig.*/\1/')"
+  [ "$got" = "$version" ] || log "note: the source package is $got, the server $version"
+  tar -xf "$orig" -C "$SRC_CACHE" "postgresql-$got/src/test/regress"
+  regress="$SRC_CACHE/postgresql-$got/src/test/regress"
+fi
+
+log "building walfill (release)"
+cargo build --quiet --release --bin walfill
+WALFILL="$WALFILL_ROOT/target/release/walfill"
+
+fresh_bench_db "$DB"
+pg_psql -d postgres -q -c "ALTER DATABASE $DB SET lc_messages = 'C'" >/dev/null
+url="$(pg_url "$DB")"
+cat >"$OUT/walfill.toml" <<TOML
+[source]
+url = "$url"
+
+[archive]
+url = "file://$WALFILL_PG_ARCHIVE"
+TOML
+log "installing the catalog journal (walfill setup)"
+WALFILL_CONFIG="$OUT/walfill.toml" "$WALFILL" setup >/dev/null
+pg_psql -d "$DB" -q -c "SELECT pg_create_logical_replication_slot('$SLOT', 'test_decoding')" >/dev/null
+cleanup_slot() {
+  pg_psql -d "$DB" -q -c "SELECT pg_drop_replication_slot('$SLOT')" >/dev/null 2>&1 || true
+  drop_bench_db "$DB"
+}
+[ -n "${KEEP:-}" ] || trap cleanup_slot EXIT
+from="$(pg_psql -d "$DB" -At -c "SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = '$SLOT'")"
+
+# The schedule's files in order, each run in a session of its own as
+# pg_regress would, with the variables its files read.
+mapfile -t tests < <(sed -n 's/^test: //p' "$regress/parallel_schedule" | tr ' ' '\n' | sed '/^$/d')
+[ "$limit" -gt 0 ] && tests=("${tests[@]:0:$limit}")
+mkdir -p "$OUT/results" "$OUT/testtablespace"
+export PG_ABS_SRCDIR="$regress" PG_ABS_BUILDDIR="$OUT" PG_LIBDIR="$OUT" PG_DLSUFFIX=".so"
+export PGPASSWORD="$WALFILL_PG_PASSWORD" PGTZ=PST8PDT PGDATESTYLE="Postgres, MDY"
+log "running ${#tests[@]} files of the regression suite"
+started=$SECONDS
+for t in "${tests[@]}"; do
+  [ -f "$regress/sql/$t.sql" ] || continue
+  psql -X -q -h 127.0.0.1 -p "$WALFILL_PG_PORT" -U "$WALFILL_PG_SUPERUSER" -d "$DB" \
+    -v HIDE_TABLEAM=on -v HIDE_TOAST_COMPRESSION=on \
+    -f "$regress/sql/$t.sql" >"$OUT/results/$t.out" 2>&1 || true
+done
+log "suite done in $((SECONDS - started)) s"
+
+to="$(pg_psql -d "$DB" -At -c "SELECT pg_current_wal_lsn()")"
+log "reading the slot's changes up to $to"
+pg_psql -d "$DB" -At -c "\\copy (SELECT data FROM pg_logical_slot_peek_changes('$SLOT', '$to', NULL)) TO '$OUT/slot.txt'"
+segment="$(pg_psql -d "$DB" -At -c "SELECT pg_walfile_name(pg_switch_wal())")"
+until [ "$(pg_psql -d postgres -At -c "SELECT coalesce(last_archived_wal >= '$segment', false) FROM pg_stat_archiver")" = t ]; do
+  sleep 0.2
+done
+wal_mb="$(pg_psql -d postgres -At -c "SELECT round(('$to'::pg_lsn - '$from'::pg_lsn) / 1048576.0)")"
+log "decoding $wal_mb MiB of WAL with walfill"
+WALFILL_CONFIG="$OUT/walfill.toml" "$WALFILL" decode --from "$from" --to "$to" \
+  --format test_decoding --source "$url" >"$OUT/walfill.txt" 2>"$OUT/walfill.err" || true
+grep -c "^warning" "$OUT/walfill.err" >/dev/null && grep "^warning" "$OUT/walfill.err" | sort | uniq -c | sort -rn | head -5 || true
+
+# Change lines, numbered within their table: identical tables have the
+# same lines in the same order.
+by_table() {
+  awk '/^table / { t = substr($0, 7); t = substr(t, 1, index(t, ": ") - 1); n[t]++;
+                   print t "\t" n[t] "\t" $0 }' "$1" | LC_ALL=C sort
+}
+by_table "$OUT/slot.txt" >"$OUT/slot.tsv"
+by_table "$OUT/walfill.txt" >"$OUT/walfill.tsv"
+LC_ALL=C comm -3 "$OUT/slot.tsv" "$OUT/walfill.tsv" | sed 's/^\t//' | cut -f1 | LC_ALL=C sort -u \
+  >"$OUT/differing.txt"
+all_tables="$(cat "$OUT/slot.tsv" "$OUT/walfill.tsv" | cut -f1 | LC_ALL=C sort -u | wc -l)"
+differing="$(wc -l <"$OUT/differing.txt")"
+slot_lines="$(wc -l <"$OUT/slot.tsv")"
+same_lines="$(LC_ALL=C comm -12 "$OUT/slot.tsv" "$OUT/walfill.tsv" | wc -l)"
+echo "regress-oracle: ${#tests[@]} files, $wal_mb MiB of WAL"
+echo "regress-oracle: tables with identical change lines: $((all_tables - differing)) of $all_tables"
+echo "regress-oracle: change lines identical: $same_lines of $slot_lines the slot printed"
+echo "regress-oracle: differing tables: $OUT/differing.txt"
