@@ -102,6 +102,9 @@ for t in "${tests[@]}"; do
     -f "$regress/sql/$t.sql" >"$OUT/results/$t.out" 2>&1 || true
 done
 log "suite done in $((SECONDS - started)) s"
+# The slot's output is read with default settings (as walfill prints):
+# the suite's DateStyle and time zone were its own.
+unset PGTZ PGDATESTYLE
 
 to="$(pg_psql -d "$DB" -At -c "SELECT pg_current_wal_lsn()")"
 log "reading the slot's changes up to $to"
