@@ -108,7 +108,9 @@ unset PGTZ PGDATESTYLE
 
 to="$(pg_psql -d "$DB" -At -c "SELECT pg_current_wal_lsn()")"
 log "reading the slot's changes up to $to"
-pg_psql -d "$DB" -At -c "\\copy (SELECT data FROM pg_logical_slot_peek_changes('$SLOT', '$to', NULL)) TO '$OUT/slot.txt'"
+# (Not COPY: its text format would escape backslashes.)
+pg_psql -d "$DB" -At -o "$OUT/slot.txt" \
+  -c "SELECT data FROM pg_logical_slot_peek_changes('$SLOT', '$to', NULL)"
 segment="$(pg_psql -d "$DB" -At -c "SELECT pg_walfile_name(pg_switch_wal())")"
 until [ "$(pg_psql -d postgres -At -c "SELECT coalesce(last_archived_wal >= '$segment', false) FROM pg_stat_archiver")" = t ]; do
   sleep 0.2
