@@ -69,6 +69,25 @@ impl TimelinePath {
 }
 
 impl Archive {
+    /// The segments of `list` that recovery towards timeline `target` reads:
+    /// of each segment number, only the file on the timeline `target`'s
+    /// history puts it on. `None` when the archive has no history file of
+    /// `target` (a timeline after 1).
+    pub async fn follow(
+        &self,
+        list: &SegmentList,
+        target: TimelineId,
+    ) -> Result<Option<SegmentList>, ArchiveError> {
+        let Some(path) = self.timeline_path(list, target).await? else {
+            return Ok(None);
+        };
+        let mut followed = list.clone();
+        followed
+            .segments
+            .retain(|s| s.name.timeline == path.timeline_of(s.name.segno));
+        Ok(Some(followed))
+    }
+
     /// The path to `target` that recovery would follow: timeline 1 alone,
     /// or from `target`'s history file in the listing; `None` when the
     /// archive has no history file of `target`.

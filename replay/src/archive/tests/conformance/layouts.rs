@@ -252,6 +252,18 @@ pub(super) async fn timeline_switch_is_followed_through_history(b: Backend) {
     let archive = b.archive();
     let list = archive.segments(None).await.unwrap();
     assert_eq!(list.histories, vec![TimelineId(2)]);
+    let followed = archive.follow(&list, TimelineId(2)).await.unwrap().unwrap();
+    let kept: Vec<(u32, u64)> = followed
+        .segments
+        .iter()
+        .map(|s| (s.name.timeline.0, s.name.segno.0))
+        .collect();
+    assert_eq!(kept, vec![(1, 7), (2, 8), (2, 9), (2, 10)]);
+    assert!(archive
+        .follow(&list, TimelineId(3))
+        .await
+        .unwrap()
+        .is_none());
     // Without a timeline to follow, the choice is ambiguous.
     let (_, err) = read_all(&archive, start(7), Some(start(10)), ReadOptions::default()).await;
     assert!(
