@@ -5,6 +5,7 @@
 
 pub mod cluster;
 pub mod compare;
+pub mod foreign;
 pub mod rss;
 pub mod run;
 pub mod workload;
