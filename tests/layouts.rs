@@ -10,6 +10,7 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::support::failover::Failover;
 use crate::support::foreign::{ForeignArchive, Mirror};
 use crate::support::workload::{create_orders, orders_target, Writer, ORDERS_SELECT, ORDERS_WHERE};
 use crate::support::{assert_view_matches_in, TestDb, Walfill};
@@ -234,5 +235,88 @@ fn replay_from_a_pgbackrest_repository() {
     assert!(
         stderr.contains("SHA-1") && stderr.contains(relative) && stderr.contains("corrupt"),
         "{stderr}"
+    );
+}
+
+/// A failover: the table is created and written on a primary on timeline
+/// 1, a standby is promoted to timeline 2 and written on; both archive
+/// into one flat folder with `cp`. A replay backfill of the promoted
+/// server's table follows its timeline through the archived history file:
+/// timeline 1's WAL up to the switch, timeline 2's after it.
+#[test]
+fn replay_follows_the_source_across_a_failover() {
+    let mut failover = Failover::start();
+    let dest = TestDb::new("fo_dest");
+    let primary = TestDb::on(&failover.primary_url("postgres"), "fo_src");
+    let section = format!(
+        "[archive]\nurl = \"{}\"\nwait_seconds = 120\n",
+        failover.archive_url()
+    );
+    two_databases(&primary, &dest, &section).ok(&["setup"]);
+    create_orders(&primary, 5_000);
+    let writer = Writer::start(&primary, 5_000, 1_000_000, 21);
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(writer.stop() > 10);
+    failover.add_standby();
+    // Written on timeline 1 and streamed to the standby.
+    primary.exec("UPDATE orders SET status = 'moved' WHERE id % 11 = 0");
+    failover.promote();
+    let src = TestDb::existing(&failover.standby_url("postgres"), &primary.name);
+    drop(primary);
+    // Timeline 2: changes the old primary never saw.
+    src.exec(
+        "UPDATE orders SET total_cents = total_cents + 1 WHERE id % 5 = 0;
+         DELETE FROM orders WHERE id % 13 = 0;
+         INSERT INTO orders SELECT g, 1, 'open', g, 'after failover'
+           FROM generate_series(2000001, 2000500) g;",
+    );
+    let writer = Writer::start(&src, 5_000, 3_000_000, 22);
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(writer.stop() > 10);
+    src.archive_wal();
+    let archived: Vec<String> = std::fs::read_dir(&failover.archive)
+        .expect("archive folder")
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        archived.iter().any(|f| f == "00000002.history"),
+        "{archived:?}"
+    );
+    assert!(
+        archived
+            .iter()
+            .any(|f| f.starts_with("00000001") && f.len() == 24),
+        "{archived:?}"
+    );
+    assert!(
+        archived
+            .iter()
+            .any(|f| f.starts_with("00000002") && f.len() == 24),
+        "{archived:?}"
+    );
+
+    let walfill = two_databases(&src, &dest, &format!("{section}\n{}", orders_target("v1")));
+    walfill.ok(&["setup"]);
+    let plan = walfill.ok(&["plan", "orders_summary"]);
+    assert!(
+        plan.contains(": replay") && plan.contains("creation") && plan.contains("layout flat"),
+        "plan: {plan}"
+    );
+    let before = src.table_reads("orders");
+    walfill.ok(&["backfill", "orders_summary", "--path", "replay"]);
+    assert_eq!(
+        src.table_reads("orders"),
+        before,
+        "the backfill read orders"
+    );
+    assert_view_matches_in(
+        &src,
+        &dest,
+        "derived.orders_summary",
+        "orders",
+        ORDERS_SELECT,
+        Some(ORDERS_WHERE),
+        "id",
     );
 }

@@ -199,23 +199,41 @@ async fn decide_replay(config: &Config, source: &Client, plan: &Plan) -> Result<
         }
         Err(e) => return Err(e.into()),
     };
-    // The segments recovery towards the source's timeline would read.
-    let list = archive
-        .follow(&list, TimelineId(identity.timeline))
-        .await?
-        .unwrap_or(list);
+    // The segments recovery towards the source's timeline would read
+    // (several timelines' when it went through a switch).
+    let followed = archive.follow(&list, TimelineId(identity.timeline)).await?;
     let timelines = list.timelines();
-    if timelines.len() > 1 {
+    let list = match followed {
+        Some(followed) => followed,
+        None if timelines.len() > 1 => {
+            return Ok(Decision::snapshot(
+                format!(
+                    "the archive holds WAL of several timelines ({}) but no history file of the \
+                     source's timeline {}, which says which one to replay where",
+                    timelines
+                        .iter()
+                        .map(|t| t.to_string())
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    identity.timeline
+                ),
+                rows,
+                source_lsn,
+            ))
+        }
+        None => list,
+    };
+    if list.segments.is_empty() {
         return Ok(Decision::snapshot(
             format!(
-                "the archive holds WAL of several timelines ({}) but no history file of the \
-                 source's timeline {}, which says which one to replay where",
+                "the archive holds no WAL of the source's timeline {} or the timelines before \
+                 it (only of timelines {})",
+                identity.timeline,
                 timelines
                     .iter()
                     .map(|t| t.to_string())
                     .collect::<Vec<_>>()
-                    .join(", "),
-                identity.timeline
+                    .join(", ")
             ),
             rows,
             source_lsn,
