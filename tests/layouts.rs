@@ -320,3 +320,67 @@ fn replay_follows_the_source_across_a_failover() {
         "id",
     );
 }
+
+/// A snapshot backfill with another tool's archive configured copies the
+/// table and writes no base snapshot into that archive (it says so once);
+/// `walfill archive` refuses to stream into it, before creating a slot.
+#[test]
+fn nothing_is_written_into_another_tools_archive() {
+    let db = TestDb::new("lay_ro");
+    // Older than the journal: only a snapshot can build it.
+    create_orders(&db, 3_000);
+    let archive = Arc::new(ForeignArchive::new("wal-g", &db));
+    db.archive_wal();
+    let first = db
+        .value("SELECT pg_walfile_name(pg_current_wal_lsn())")
+        .expect("a segment name");
+    let mirror = Mirror::start(archive.clone(), &first);
+    db.archive_wal();
+    let section = format!(
+        "[archive]\nurl = \"{}\"\nwait_seconds = 30\n",
+        archive.url()
+    );
+    let walfill = Walfill::new(&db, &format!("{section}\n{}", orders_target("v1")));
+    walfill.ok(&["setup"]);
+    let out = walfill.run(&["backfill", "orders_summary"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert_eq!(
+        db.value("SELECT path FROM walfill.versions WHERE version = 'v1'")
+            .as_deref(),
+        Some("snapshot")
+    );
+    assert_eq!(
+        stderr.matches("not writing a base snapshot").count(),
+        1,
+        "{stderr}"
+    );
+    assert!(stderr.contains("wal-g"), "{stderr}");
+    assert_view_matches_in(
+        &db,
+        &db,
+        "derived.orders_summary",
+        "orders",
+        ORDERS_SELECT,
+        Some(ORDERS_WHERE),
+        "id",
+    );
+
+    let out = walfill.run(&["archive", "--slot", "walfill_lay_ro_refused"]);
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("wal-g layout") && stderr.contains("never writes"),
+        "{stderr}"
+    );
+    assert_eq!(
+        db.value(
+            "SELECT count(*) FROM pg_replication_slots WHERE slot_name = 'walfill_lay_ro_refused'"
+        )
+        .as_deref(),
+        Some("0")
+    );
+    mirror.finish();
+    let files = archive.files();
+    assert!(files.iter().all(|f| f.starts_with("wal_005/")), "{files:?}");
+}
