@@ -222,10 +222,14 @@ fn replay_from_a_pgbackrest_repository() {
     let lo = u64::from_str_radix(&name[16..24], 16).expect("hex");
     let start = (hi << 32) | (lo * segment_size);
     let end = start + segment_size;
+    let start = format!("{:X}/{:X}", start >> 32, start & 0xFFFF_FFFF);
+    // Reading starts right there (no scan back for a restart point).
     let out = walfill.run(&[
         "decode",
+        "--restart-from",
+        &start,
         "--from",
-        &format!("{:X}/{:X}", start >> 32, start & 0xFFFF_FFFF),
+        &start,
         "--to",
         &format!("{:X}/{:X}", end >> 32, end & 0xFFFF_FFFF),
     ]);
