@@ -2,7 +2,9 @@
 # Installs what building and testing walfill needs and a fresh Debian machine may
 # lack: PostgreSQL 15 server binaries with test_decoding, psql, and a C toolchain
 # with cmake for the TLS crate, zstd, and GNU time for the benchmarks' memory
-# figures. Does nothing when everything is present.
+# figures; and for the tests of other tools' archive layouts, the compressors
+# those tools use (gzip, lz4, bzip2, brotli, xz) and pgBackRest. Does nothing
+# when everything is present.
 . "$(dirname "$0")/lib.sh"
 
 missing=()
@@ -11,6 +13,12 @@ command -v psql >/dev/null || missing+=(postgresql-client-15)
 command -v cc >/dev/null || missing+=(gcc)
 command -v cmake >/dev/null || missing+=(cmake)
 command -v zstd >/dev/null || missing+=(zstd)
+command -v gzip >/dev/null || missing+=(gzip)
+command -v lz4 >/dev/null || missing+=(lz4)
+command -v bzip2 >/dev/null || missing+=(bzip2)
+command -v brotli >/dev/null || missing+=(brotli)
+command -v xz >/dev/null || missing+=(xz-utils)
+command -v pgbackrest >/dev/null || missing+=(pgbackrest)
 command -v runuser >/dev/null || missing+=(util-linux)
 [ -x /usr/bin/time ] || missing+=(time)
 

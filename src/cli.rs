@@ -3,10 +3,19 @@
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand, ValueEnum};
+use walfill_replay::archive::Layout;
 use walfill_replay::Lsn;
 
 use crate::decode::Format;
 use crate::planner::PathChoice;
+
+/// `--layout`: an archive layout, or `auto` (`None`: detect it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LayoutArg(pub Option<Layout>);
+
+fn parse_layout(text: &str) -> Result<LayoutArg, String> {
+    Layout::parse_setting(text).map(LayoutArg)
+}
 
 fn parse_lsn(text: &str) -> Result<Lsn, String> {
     text.parse()
@@ -173,6 +182,11 @@ pub enum Command {
         /// Archive URL (default: the configuration's [archive] url).
         #[arg(long)]
         archive: Option<String>,
+        /// The archive's layout: auto (detected from what the URL holds),
+        /// walfill, flat, wal-g or pgbackrest (default: the configuration's
+        /// [archive] layout, or auto with --archive).
+        #[arg(long, value_parser = parse_layout, value_name = "LAYOUT")]
+        layout: Option<LayoutArg>,
         /// Database whose catalog describes the tables (default: the
         /// configuration's source).
         #[arg(long, conflicts_with = "catalog")]

@@ -73,6 +73,7 @@ async fn run(command: Command, config: Option<Config>) -> Result<u8> {
     }
     if let Command::Decode {
         archive,
+        layout,
         source,
         catalog,
         from,
@@ -85,6 +86,11 @@ async fn run(command: Command, config: Option<Config>) -> Result<u8> {
         spill_dir,
     } = command
     {
+        let configured = config.as_ref().filter(|_| archive.is_none());
+        let layout = match layout {
+            Some(layout) => layout.0,
+            None => configured.and_then(|c| c.archive_settings.layout),
+        };
         let archive = archive
             .or_else(|| config.as_ref().and_then(|c| c.archive.clone()))
             .ok_or_else(|| {
@@ -100,6 +106,7 @@ async fn run(command: Command, config: Option<Config>) -> Result<u8> {
         };
         let args = decode::DecodeArgs {
             archive,
+            layout,
             catalog,
             from,
             restart_from,

@@ -89,7 +89,8 @@ pub async fn wal_push(config: &Config, path: &Path) -> Result<PushOutcome, Archi
         path: path.to_path_buf(),
         source,
     })?;
-    let archive = Archive::open(&url)?;
+    let archive = config.open_archive(&url)?;
+    archive.check_writable().await?;
     let outcome = match kind {
         PushFile::Segment { stem, partial } => {
             let (name, size) = check_segment(stem, &bytes).map_err(not_wal)?;

@@ -77,7 +77,8 @@ pub async fn archive(
     let mut source = Source::connect(&config.source)?;
     let system = source.identify()?;
     let segment_size = source.segment_size()?;
-    let archive = Archive::open(&url)?.with_segment_size(segment_size)?;
+    let archive = config.open_archive(&url)?.with_segment_size(segment_size)?;
+    archive.check_writable().await?;
     let restart = prepare_slot(&mut source, &slot, &archive, system.timeline).await?;
     let start = resume_point(&archive, system.timeline, restart, segment_size).await?;
     if start > system.flushed {

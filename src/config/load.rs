@@ -4,6 +4,7 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 use toml::Spanned;
+use walfill_replay::archive::Layout;
 
 use super::raw::{RawConfig, RawTarget};
 use super::{ArchiveSettings, BackfillSettings, Config, PgUrl, QualifiedName, Target};
@@ -89,6 +90,11 @@ pub(crate) fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
             .as_ref()
             .and_then(|a| a.wait_seconds)
             .unwrap_or(300),
+        layout: match raw.archive.as_ref().and_then(|a| a.layout.as_ref()) {
+            Some(layout) => Layout::parse_setting(layout.get_ref())
+                .map_err(|m| v.invalid(Some(layout.span()), &format!("archive.layout: {m}")))?,
+            None => None,
+        },
     };
 
     let b = &raw.backfill;
@@ -431,6 +437,32 @@ schema = "derived"
             let err = parse_text(&GOOD.replace(from, to)).unwrap_err();
             assert!(err.contains(line) && err.contains(needle), "{to}: {err}");
         }
+    }
+
+    #[test]
+    fn archive_layout_is_auto_or_a_named_layout() {
+        let with = |layout: &str| {
+            let archive = format!("[archive]\nurl = \"file:///srv/wal\"\n{layout}\n");
+            parse_text(&GOOD.replace("[[target]]", &format!("{archive}\n[[target]]")))
+        };
+        assert_eq!(with("").unwrap().archive_settings.layout, None);
+        assert_eq!(
+            with("layout = \"auto\"").unwrap().archive_settings.layout,
+            None
+        );
+        for layout in Layout::ALL {
+            let config = with(&format!("layout = \"{layout}\"")).unwrap();
+            assert_eq!(config.archive_settings.layout, Some(layout));
+        }
+        let err = with("layout = \"walg\"").unwrap_err();
+        assert!(
+            err.contains("line 7") && err.contains("archive.layout") && err.contains("\"walg\""),
+            "{err}"
+        );
+        assert!(
+            err.contains("auto, walfill, flat, wal-g, pgbackrest"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -6,6 +6,7 @@
 //! that can be checked without a database is checked here, before anything is
 //! written anywhere.
 
+mod archive;
 mod load;
 mod raw;
 mod secret;
@@ -15,6 +16,7 @@ use std::path::PathBuf;
 
 use walfill_core::sql::quote_ident;
 
+pub use archive::ArchiveFound;
 pub use load::{load, parse_identifier, parse_qualified, ConfigError};
 pub use secret::PgUrl;
 
@@ -71,6 +73,14 @@ impl Config {
         )
     }
 
+    /// The archive at `url`, read in the configured layout.
+    pub fn open_archive(
+        &self,
+        url: &str,
+    ) -> Result<walfill_replay::archive::Archive, walfill_replay::archive::ArchiveError> {
+        Ok(walfill_replay::archive::Archive::open(url)?.with_layout(self.archive_settings.layout))
+    }
+
     /// The targets named (all of them when `names` is empty).
     pub fn select_targets(&self, names: &[String]) -> Result<Vec<&Target>, ConfigError> {
         if names.is_empty() {
@@ -89,6 +99,8 @@ pub struct ArchiveSettings {
     /// How long a replay waits for the source's WAL up to its boundary to
     /// reach the archive.
     pub wait_seconds: u64,
+    /// The archive's layout (`None`: detected from what the URL holds).
+    pub layout: Option<walfill_replay::archive::Layout>,
 }
 
 /// Knobs of backfill and sync jobs (`[backfill]` in the file).

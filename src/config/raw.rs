@@ -30,6 +30,7 @@ pub(super) struct RawArchive {
     pub(super) url: Spanned<String>,
     pub(super) base_snapshots: Option<bool>,
     pub(super) wait_seconds: Option<u64>,
+    pub(super) layout: Option<Spanned<String>>,
 }
 
 /// `[backfill]`.

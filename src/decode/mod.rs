@@ -29,6 +29,8 @@ use crate::error::{Error, Result};
 pub struct DecodeArgs {
     /// The archive's URL.
     pub archive: String,
+    /// Its layout (`None`: detected).
+    pub layout: Option<walfill_replay::archive::Layout>,
     /// Where the relations' descriptions come from.
     pub catalog: CatalogSource,
     /// Emit transactions committing at or after this LSN.
@@ -111,7 +113,7 @@ pub async fn decode(args: DecodeArgs) -> Result<u8> {
             Some(BTreeSet::from([oid]))
         }
     };
-    let archive = Archive::open(&args.archive)?;
+    let archive = Archive::open(&args.archive)?.with_layout(args.layout);
     let segment_size = archive.segment_size().await?;
     let (restart_from, from) = match args.restart_from {
         Some(restart) => (restart, args.from),

@@ -117,10 +117,18 @@ pub async fn wait_for_archive(
 /// What the archive lacks of `[from, boundary)`, if anything. A segment
 /// missing before WAL the archive already holds will never come: an error.
 async fn missing(archive: &Archive, from: Lsn, boundary: Lsn) -> Result<Option<String>> {
-    match archive
+    let mut planned = archive
         .plan_read(from, Some(boundary), &ReadOptions::default())
-        .await
-    {
+        .await;
+    if let Err(ArchiveError::SeveralTimelines { timelines, .. }) = &planned {
+        // After a failover: the newest timeline is the source's, followed
+        // through its history file when the archive has one.
+        if let Some(newest) = timelines.iter().max() {
+            let follow = ReadOptions::default().following(*newest);
+            planned = archive.plan_read(from, Some(boundary), &follow).await;
+        }
+    }
+    match planned {
         Ok(_) => Ok(None),
         Err(ArchiveError::MissingSegment { name, lsn, .. }) => {
             let list = archive.segments(None).await?;

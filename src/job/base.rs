@@ -2,7 +2,7 @@
 
 use tokio_postgres::Client;
 use walfill_core::Lsn;
-use walfill_replay::archive::Archive;
+use walfill_replay::archive::{Archive, ArchiveError};
 
 use crate::base::BaseWriter;
 use crate::config::Config;
@@ -23,7 +23,31 @@ pub(super) async fn writer(
     if !config.archive_settings.base_snapshots {
         return None;
     }
-    match prepare(url, source, plan, slot, boundary).await {
+    let archive = match config.open_archive(url) {
+        Ok(archive) => archive,
+        Err(e) => {
+            tracing::warn!(error = %e, "not writing a base snapshot for this copy");
+            return None;
+        }
+    };
+    match archive.check_writable().await {
+        Ok(()) => {}
+        Err(ArchiveError::ReadOnly { layout, .. }) => {
+            tracing::info!(
+                archive = %url,
+                %layout,
+                "not writing a base snapshot for this copy: the archive has the {layout} \
+                 layout, which walfill only reads (later versions of this table replay from \
+                 its creation or copy again)"
+            );
+            return None;
+        }
+        Err(e) => {
+            tracing::warn!(error = %e, "not writing a base snapshot for this copy");
+            return None;
+        }
+    }
+    match prepare(archive, source, plan, slot, boundary).await {
         Ok(writer) => Some(writer),
         Err(e) => {
             tracing::warn!(error = %e.describe(), "not writing a base snapshot for this copy");
@@ -33,13 +57,12 @@ pub(super) async fn writer(
 }
 
 async fn prepare(
-    url: &str,
+    archive: Archive,
     source: &Client,
     plan: &Plan,
     slot: &str,
     boundary: Lsn,
 ) -> Result<BaseWriter> {
-    let archive = Archive::open(url)?;
     let row = source
         .query_one(
             "SELECT (SELECT oid FROM pg_database WHERE datname = current_database()),

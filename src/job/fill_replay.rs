@@ -41,7 +41,7 @@ pub(super) async fn fill_replay(
         .archive
         .as_deref()
         .ok_or_else(|| Error::History("no archive is configured any more".into()))?;
-    let archive = Archive::open(url)?;
+    let archive = cx.config.open_archive(url)?;
     let start: ReplayStart = state
         .replay_base
         .clone()

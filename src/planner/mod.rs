@@ -20,12 +20,12 @@ use tokio_postgres::Client;
 use tokio_util::sync::CancellationToken;
 use walfill_core::xid::precedes as xid_precedes;
 use walfill_core::Lsn;
-use walfill_replay::archive::{Archive, ArchiveError};
+use walfill_replay::archive::ArchiveError;
 use walfill_replay::decode::{changed_without_rows, is_supported, LostRelation};
-use walfill_replay::SegmentNo;
+use walfill_replay::{SegmentNo, TimelineId};
 
 use crate::base::{find_bases, Manifest};
-use crate::config::Config;
+use crate::config::{ArchiveFound, Config};
 use crate::error::{Error, Result};
 use crate::plan::Plan;
 
@@ -107,6 +107,8 @@ pub struct Decision {
     pub estimated_from_size: bool,
     /// The source's current WAL position (the handoff will be about here).
     pub source_lsn: Lsn,
+    /// The configured archive and the layout it is read in.
+    pub archive: Option<ArchiveFound>,
     /// Whether WAL the archive does not hold yet could turn this snapshot
     /// into a replay (the table is younger than the archived WAL).
     #[serde(skip)]
@@ -123,6 +125,7 @@ impl Decision {
             estimated_rows: rows,
             estimated_from_size: false,
             source_lsn,
+            archive: None,
             wait_may_help: false,
         }
     }
@@ -152,6 +155,7 @@ pub async fn decide(config: &Config, source: &Client, plan: &Plan) -> Result<Dec
     Ok(Decision {
         estimated_from_size: plan.source.estimated_from_size
             && decision.estimated_rows == plan.source.estimated_rows.max(0),
+        archive: ArchiveFound::find(config).await,
         ..decision
     })
 }
@@ -184,7 +188,7 @@ async fn decide_replay(config: &Config, source: &Client, plan: &Plan) -> Result<
             source_lsn,
         ));
     }
-    let archive = Archive::open(url)?;
+    let archive = config.open_archive(url)?;
     let identity = source_identity(config).await?;
     let list = match archive.segments(None).await {
         Ok(list) => list,
@@ -195,12 +199,36 @@ async fn decide_replay(config: &Config, source: &Client, plan: &Plan) -> Result<
         }
         Err(e) => return Err(e.into()),
     };
+    // The segments recovery towards the source's timeline would read
+    // (several timelines' when it went through a switch).
+    let followed = archive.follow(&list, TimelineId(identity.timeline)).await?;
     let timelines = list.timelines();
-    if timelines.len() > 1 {
+    let list = match followed {
+        Some(followed) => followed,
+        None if timelines.len() > 1 => {
+            return Ok(Decision::snapshot(
+                format!(
+                    "the archive holds WAL of several timelines ({}) but no history file of the \
+                     source's timeline {}, which says which one to replay where",
+                    timelines
+                        .iter()
+                        .map(|t| t.to_string())
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                    identity.timeline
+                ),
+                rows,
+                source_lsn,
+            ))
+        }
+        None => list,
+    };
+    if list.segments.is_empty() {
         return Ok(Decision::snapshot(
             format!(
-                "the archive holds WAL of several timelines ({}): replay across a timeline \
-                 switch is not supported",
+                "the archive holds no WAL of the source's timeline {} or the timelines before \
+                 it (only of timelines {})",
+                identity.timeline,
                 timelines
                     .iter()
                     .map(|t| t.to_string())
@@ -391,6 +419,7 @@ async fn decide_replay(config: &Config, source: &Client, plan: &Plan) -> Result<
         estimated_rows: estimated.max(rows),
         estimated_from_size: false,
         source_lsn,
+        archive: None,
         wait_may_help: false,
     })
 }
@@ -480,7 +509,7 @@ pub async fn decide_now(
         crate::job::explain_slow_archive(source, None).await;
         return Ok(decision);
     }
-    let archive = Archive::open(url)?;
+    let archive = config.open_archive(url)?;
     let now = crate::job::current_wal_lsn(source).await?;
     let last = Lsn(now.0.saturating_sub(1));
     tracing::info!(
@@ -507,6 +536,9 @@ pub fn print(target: &str, decision: &Decision, json: bool) -> Result<()> {
     }
     crate::say!("target {target}: {}", decision.path)?;
     crate::say!("  why: {}", decision.reason)?;
+    if let Some(archive) = &decision.archive {
+        crate::say!("  archive: {}", archive.describe())?;
+    }
     if let Some(start) = &decision.start {
         crate::say!("  base: {}", start.describe())?;
         crate::say!(

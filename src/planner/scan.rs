@@ -8,6 +8,7 @@ use walfill_replay::decode::{
     decode_segments, Catalog, Creation, DecodeOptions, Decoder, Identity, LostRelation,
     NewRelation, RelationSchema, Sink, SinkError, TxnInfo,
 };
+use walfill_replay::TimelineId;
 
 use crate::error::{Error, Result};
 
@@ -80,7 +81,8 @@ pub async fn scan_journal(
     let runtime = tokio::runtime::Handle::current();
     let archive = archive.clone();
     tokio::task::spawn_blocking(move || {
-        let segments = archive.read_blocking(&runtime, from, to, ReadOptions::default());
+        let follow = ReadOptions::default().following(TimelineId(identity.timeline));
+        let segments = archive.read_blocking(&runtime, from, to, follow);
         let options = DecodeOptions {
             only: Some(Default::default()),
             journal_only: true,

@@ -20,6 +20,7 @@ use walfill_replay::decode::{
     decode_segments, Catalog, DecodeOptions, Decoder, Identity, LostRelation, NewRelation,
     RelationSchema, Sink, SinkError, TxnInfo, UnsupportedColumn,
 };
+use walfill_replay::TimelineId;
 
 use crate::apply::{Batch, Cursor, Era, Fold, Folder, HistorySource, Writes};
 use crate::decode::{change_budget, READ_AHEAD};
@@ -122,7 +123,9 @@ impl ReplaySource {
                 &runtime,
                 range.restart,
                 Some(range.boundary),
-                ReadOptions::default().with_read_ahead(READ_AHEAD),
+                ReadOptions::default()
+                    .with_read_ahead(READ_AHEAD)
+                    .following(TimelineId(range.identity.timeline)),
             );
             let mut decoder = Decoder::new(catalog, options);
             let mut sink = BatchSink {

@@ -7,7 +7,7 @@ mod slots;
 use serde::Serialize;
 use tokio_postgres::Client;
 
-use crate::config::Config;
+use crate::config::{ArchiveFound, Config};
 use crate::db::{self, Role};
 use crate::error::Result;
 use crate::state::{self, lock, Path, Phase, VersionState};
@@ -73,6 +73,8 @@ pub struct Report {
     pub slots: Vec<SlotStatus>,
     /// Warnings about the slots.
     pub warnings: Vec<String>,
+    /// The configured archive and the layout it is read in.
+    pub archive: Option<ArchiveFound>,
 }
 
 /// Prints the status of every target, as a table or as JSON.
@@ -107,6 +109,7 @@ pub async fn status(config: &Config, json: bool) -> Result<()> {
         versions,
         slots,
         warnings,
+        archive: ArchiveFound::find(config).await,
     };
     if json {
         let text = serde_json::to_string_pretty(&report).unwrap_or_else(|_| "{}".into());
@@ -307,6 +310,10 @@ fn print(report: &Report) -> Result<()> {
                 s.wal_status.as_deref().unwrap_or("-")
             )?;
         }
+    }
+    if let Some(archive) = &report.archive {
+        crate::say!("")?;
+        crate::say!("archive: {}", archive.describe())?;
     }
     for warning in &report.warnings {
         crate::say!("warning: {warning}")?;

@@ -11,46 +11,7 @@ use walfill_replay::{Lsn, SegmentName, SegmentNo};
 
 use super::{decode_segments, lsn, wait_until, LocalArchive, COUNTER};
 use crate::support::cluster::connect;
-
-/// The directory with PostgreSQL's server programs.
-fn pg_bindir() -> PathBuf {
-    let candidates = [
-        std::env::var("WALFILL_PG_BINDIR").unwrap_or_default(),
-        "/usr/lib/postgresql/15/bin".to_string(),
-    ];
-    candidates
-        .iter()
-        .map(PathBuf::from)
-        .find(|d| d.join("postgres").is_file())
-        .unwrap_or_else(|| panic!("PostgreSQL server binaries not found; set WALFILL_PG_BINDIR"))
-}
-
-fn is_root() -> bool {
-    Command::new("id")
-        .arg("-u")
-        .output()
-        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
-}
-
-/// Runs a server program, as `postgres` when the test runs as root.
-fn as_server_owner(program: &Path, args: &[&str]) -> Output {
-    let mut cmd = if is_root() {
-        let mut c = Command::new("runuser");
-        c.args(["-u", "postgres", "--"]).arg(program);
-        c
-    } else {
-        Command::new(program)
-    };
-    let out = cmd.args(args).output().expect("run a server program");
-    assert!(
-        out.status.success(),
-        "{} {args:?} failed:\n{}{}",
-        program.display(),
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
+use crate::support::server::{as_server_owner, is_root, pg_bindir, server_command};
 
 /// A throwaway cluster archiving with `walfill wal-push` into `archive`,
 /// and with `cp` into `copies` (the reference).
@@ -189,15 +150,7 @@ impl PushCluster {
 impl Drop for PushCluster {
     fn drop(&mut self) {
         if let Some(data) = self.data.to_str() {
-            let mut cmd = if is_root() {
-                let mut c = Command::new("runuser");
-                c.args(["-u", "postgres", "--"])
-                    .arg(pg_bindir().join("pg_ctl"));
-                c
-            } else {
-                Command::new(pg_bindir().join("pg_ctl"))
-            };
-            let _ = cmd
+            let _ = server_command(&pg_bindir().join("pg_ctl"))
                 .args(["-D", data, "-m", "immediate", "-w", "stop"])
                 .output();
         }

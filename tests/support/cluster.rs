@@ -65,6 +65,15 @@ impl TestDb {
         }
     }
 
+    /// A handle on database `name`, which exists on the cluster at `admin`
+    /// (dropped with the handle, like a new one).
+    pub fn existing(admin: &str, name: &str) -> TestDb {
+        TestDb {
+            name: name.to_string(),
+            admin: admin.to_string(),
+        }
+    }
+
     /// The superuser URL of this database.
     pub fn url(&self) -> String {
         with_database(&self.admin, &self.name)

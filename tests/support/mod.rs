@@ -5,8 +5,11 @@
 
 pub mod cluster;
 pub mod compare;
+pub mod failover;
+pub mod foreign;
 pub mod rss;
 pub mod run;
+pub mod server;
 pub mod workload;
 
 pub use cluster::TestDb;

@@ -4,6 +4,8 @@ use std::fmt;
 
 use crate::lsn::{Lsn, TimelineId};
 
+use super::Layout;
+
 /// An archive operation failed.
 ///
 /// Every variant names the archive (`url`) and, where one is involved, the
@@ -58,7 +60,9 @@ pub enum ArchiveError {
         lsn: Lsn,
     },
 
-    /// A segment file is damaged: wrong size, not zstd, no WAL page header.
+    /// A segment file is damaged: wrong size, not decompressible, a
+    /// checksum its name states that its content does not have, no WAL page
+    /// header.
     #[error("WAL segment {name} in archive {url} is corrupt: {reason}")]
     Corrupt {
         /// The archive.
@@ -121,6 +125,39 @@ pub enum ArchiveError {
         source: std::io::Error,
     },
 
+    /// The archive's layout cannot be told or used.
+    #[error("archive {url}: {reason}")]
+    Layout {
+        /// The archive.
+        url: String,
+        /// What was found and what to give instead.
+        reason: String,
+    },
+
+    /// A write into an archive of another tool's layout.
+    #[error(
+        "archive {url} has the {layout} layout, which walfill reads but never writes into: \
+         walfill writes WAL and base snapshots only into an archive of its own layout (an \
+         empty URL, or one holding wal/); give it another URL to write to"
+    )]
+    ReadOnly {
+        /// The archive.
+        url: String,
+        /// Its layout.
+        layout: Layout,
+    },
+
+    /// A timeline history file in the archive cannot be read.
+    #[error("timeline history file {name} in archive {url} is unusable: {reason}")]
+    History {
+        /// The archive.
+        url: String,
+        /// The object.
+        name: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+
     /// A background task reading the archive panicked or was cancelled.
     #[error("a background task of archive {url} failed")]
     Task {
@@ -145,7 +182,10 @@ impl ArchiveError {
             | ArchiveError::NoSegments { .. }
             | ArchiveError::SeveralTimelines { .. }
             | ArchiveError::InvalidSegmentSize { .. }
-            | ArchiveError::Compress { .. } => true,
+            | ArchiveError::Compress { .. }
+            | ArchiveError::Layout { .. }
+            | ArchiveError::ReadOnly { .. }
+            | ArchiveError::History { .. } => true,
             ArchiveError::Store { source, .. } => store_error_is_permanent(source),
             ArchiveError::Task { source, .. } => source.is_panic(),
         }

@@ -1,4 +1,5 @@
-//! Listing the archive's `wal/` directory, and learning the segment size.
+//! Listing the archive's WAL folder (in its layout), and learning the
+//! segment size.
 //!
 //! A listing is taken in two steps: object names are split syntactically
 //! first, then resolved into segments once the segment size is known (stated,
@@ -16,9 +17,9 @@ use object_store::{ObjectMeta, ObjectStoreExt};
 
 use crate::lsn::{Lsn, SegmentName, SegmentNo, TimelineId};
 
-use super::codec::{self, HEADER_PROBE_LEN};
+use super::codec::{self, Codec};
 use super::error::ArchiveError;
-use super::name::RawName;
+use super::layout::{Layout, Located, RawName};
 use super::Archive;
 
 /// A segment file found in the archive.
@@ -30,9 +31,13 @@ pub struct ArchivedSegment {
     pub file: String,
     /// The file is the unfinished tail (`.partial`).
     pub partial: bool,
-    /// The file is zstd-compressed.
+    /// The file is compressed.
     pub compressed: bool,
-    /// Stored size in bytes (compressed size for `.zst`).
+    /// How it is compressed.
+    pub codec: Codec,
+    /// The SHA-1 of its content its name states (pgBackRest), checked on read.
+    pub sha1: Option<[u8; 20]>,
+    /// Stored size in bytes (compressed size for a compressed file).
     pub size: u64,
     /// When the object was last written.
     pub modified: SystemTime,
@@ -56,6 +61,14 @@ impl ArchivedSegment {
     }
 }
 
+/// A timeline history file found in the archive.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct HistoryFile {
+    pub(super) timeline: TimelineId,
+    pub(super) location: Path,
+    pub(super) codec: Codec,
+}
+
 /// The segments a listing found: at most one file per segment (a complete
 /// file wins over a `.partial` one, a newer `.partial` over an older one),
 /// ordered by timeline, then segment number.
@@ -68,6 +81,10 @@ pub struct SegmentList {
     /// Timelines that have a history file (all of them only for a listing
     /// without a start: one from a start sees those named after its offset).
     pub histories: Vec<TimelineId>,
+    /// The archive's layout.
+    pub layout: Layout,
+    /// The history files, by timeline.
+    pub(super) history_files: Vec<HistoryFile>,
 }
 
 impl SegmentList {
@@ -93,41 +110,57 @@ struct RawEntry {
     location: Path,
     stem: String,
     partial: bool,
-    compressed: bool,
+    codec: Codec,
+    sha1: Option<[u8; 20]>,
     size: u64,
     modified: SystemTime,
 }
 
-/// Objects listed under `wal/`, split by name.
-#[derive(Debug, Default)]
+/// Objects listed in the WAL folder, split by name.
+#[derive(Debug)]
 struct RawListing {
+    located: Located,
     entries: Vec<RawEntry>,
-    histories: Vec<TimelineId>,
+    histories: Vec<HistoryFile>,
 }
 
 impl RawListing {
-    /// Sorts one object into the listing, if it is one of ours.
-    fn add(&mut self, wal: &Path, meta: ObjectMeta) {
-        let Some(file_name) = file_in(&meta.location, wal) else {
+    fn new(located: Located) -> RawListing {
+        RawListing {
+            located,
+            entries: Vec::new(),
+            histories: Vec::new(),
+        }
+    }
+
+    /// Sorts one object into the listing, if it is a WAL file.
+    fn add(&mut self, meta: ObjectMeta) {
+        let Some(path) = path_in(&meta.location, &self.located.wal) else {
             return;
         };
-        match RawName::parse(&file_name) {
+        match self.located.layout.parse_name(&path) {
             Some(RawName::Segment {
                 stem,
                 partial,
-                compressed,
+                codec,
+                sha1,
             }) => {
                 let stem = stem.to_string();
                 self.entries.push(RawEntry {
                     location: meta.location,
                     stem,
                     partial,
-                    compressed,
+                    codec,
+                    sha1,
                     size: meta.size,
                     modified: meta.last_modified.into(),
                 })
             }
-            Some(RawName::History(tli)) => self.histories.push(tli),
+            Some(RawName::History { timeline, codec }) => self.histories.push(HistoryFile {
+                timeline,
+                location: meta.location,
+                codec,
+            }),
             None => {}
         }
     }
@@ -135,7 +168,7 @@ impl RawListing {
     /// The entry to read the segment size from: the first complete plain
     /// one if any (cheapest to read), else the first.
     fn size_probe(&self) -> Option<&RawEntry> {
-        let cheapest = |e: &&RawEntry| !e.partial && !e.compressed;
+        let cheapest = |e: &&RawEntry| !e.partial && !e.codec.is_compressed();
         self.entries
             .iter()
             .find(cheapest)
@@ -143,13 +176,13 @@ impl RawListing {
     }
 }
 
-/// The name of `location` if it is a file directly in `dir`.
-fn file_in(location: &Path, dir: &Path) -> Option<String> {
-    let mut parts = location.prefix_match(dir)?;
-    match (parts.next(), parts.next()) {
-        (Some(part), None) => Some(part.as_ref().to_string()),
-        _ => None,
-    }
+/// The path of `location` below `dir` (`a/b` for a file in a subfolder).
+fn path_in(location: &Path, dir: &Path) -> Option<String> {
+    let parts: Vec<String> = location
+        .prefix_match(dir)?
+        .map(|p| p.as_ref().to_string())
+        .collect();
+    (!parts.is_empty()).then(|| parts.join("/"))
 }
 
 impl Archive {
@@ -196,13 +229,15 @@ impl Archive {
             }
             None => self.known_segment_size(),
         };
-        let offset = from.map(|from| self.listing_offset(from, timeline, known));
-        let raw = self.list_raw(offset.as_ref()).await?;
+        let located = self.locate().await?;
+        let offset = from.map(|from| listing_offset(&located, from, timeline, known));
+        let raw = self.list_raw(located, offset.as_ref()).await?;
         let segment_size = match (known, raw.size_probe()) {
             (Some(size), _) => size,
             (None, Some(probe)) => self.learn_segment_size(probe).await?,
             (None, None) => self.segment_size().await?,
         };
+        let layout = raw.located.layout;
         let size = u64::from(segment_size);
         let first = from.map_or(SegmentNo(0), |lsn| SegmentNo::containing(lsn, size));
         let mut segments: Vec<ArchivedSegment> = raw
@@ -215,7 +250,9 @@ impl Archive {
                     name,
                     file: e.location.to_string(),
                     partial: e.partial,
-                    compressed: e.compressed,
+                    compressed: e.codec.is_compressed(),
+                    codec: e.codec,
+                    sha1: e.sha1,
                     size: e.size,
                     modified: e.modified,
                     location: e.location,
@@ -224,69 +261,55 @@ impl Archive {
             .collect();
         segments.sort_by(|a, b| a.name.cmp(&b.name).then_with(|| a.preference(b)));
         segments.dedup_by_key(|s| s.name);
-        let mut histories = raw.histories;
-        histories.sort();
-        histories.dedup();
+        let mut history_files = raw.histories;
+        // Of several files of one timeline, the plain one.
+        history_files.sort_by_key(|h| (h.timeline, h.codec));
+        history_files.dedup_by_key(|h| h.timeline);
         Ok(SegmentList {
             segment_size,
             segments,
-            histories,
+            histories: history_files.iter().map(|h| h.timeline).collect(),
+            layout,
+            history_files,
         })
     }
 
-    /// An object name just before every file of segments at or after
-    /// `from` on `timeline` (timeline 1 when not given, so that all
-    /// timelines are included): the first 23 digits of the segment's name
-    /// when the segment size is known, else the timeline and the high half
-    /// of the LSN, which all segment names of that 4 GiB stretch start with.
-    fn listing_offset(&self, from: Lsn, timeline: Option<TimelineId>, size: Option<u32>) -> Path {
-        let timeline = timeline.unwrap_or(TimelineId(1));
-        let text = match size {
-            Some(size) => {
-                let size = u64::from(size);
-                let mut name = SegmentName {
-                    timeline,
-                    segno: SegmentNo::containing(from, size),
-                }
-                .file_name(size);
-                name.truncate(23);
-                name
-            }
-            None => format!("{:08X}{:08X}", timeline.0, from.0 >> 32),
-        };
-        self.wal_object(&text)
-    }
-
-    /// Lists `wal/`, after `offset` if given.
-    async fn list_raw(&self, offset: Option<&Path>) -> Result<RawListing, ArchiveError> {
-        let wal = self.wal_prefix();
+    /// Lists the WAL folder, after `offset` if given.
+    async fn list_raw(
+        &self,
+        located: Located,
+        offset: Option<&Path>,
+    ) -> Result<RawListing, ArchiveError> {
+        let wal = located.wal.clone();
         let store = self.store();
         let mut stream = match offset {
-            Some(offset) => store.list_with_offset(Some(wal), offset),
-            None => store.list(Some(wal)),
+            Some(offset) => store.list_with_offset(Some(&wal), offset),
+            None => store.list(Some(&wal)),
         };
-        let mut raw = RawListing::default();
+        let mut raw = RawListing::new(located);
         while let Some(meta) = stream
             .try_next()
             .await
-            .map_err(|e| self.store_error("list", wal, e))?
+            .map_err(|e| self.store_error("list", &wal, e))?
         {
-            raw.add(wal, meta);
+            raw.add(meta);
         }
         Ok(raw)
     }
 
-    /// The first segment file a listing of `wal/` returns; stops listing there.
+    /// The first segment file a listing of the WAL folder returns; stops
+    /// listing there.
     async fn first_segment_file(&self) -> Result<RawEntry, ArchiveError> {
-        let wal = self.wal_prefix();
-        let mut stream = self.store().list(Some(wal));
-        let mut raw = RawListing::default();
+        let located = self.locate().await?;
+        let wal = located.wal.clone();
+        let mut stream = self.store().list(Some(&wal));
+        let mut raw = RawListing::new(located);
         while let Some(meta) = stream
             .try_next()
             .await
-            .map_err(|e| self.store_error("list", wal, e))?
+            .map_err(|e| self.store_error("list", &wal, e))?
         {
-            raw.add(wal, meta);
+            raw.add(meta);
             if let Some(entry) = raw.entries.pop() {
                 return Ok(entry);
             }
@@ -309,22 +332,17 @@ impl Archive {
                 source: None,
             });
         }
-        let want = if entry.compressed {
-            HEADER_PROBE_LEN
-        } else {
-            u64::from(crate::wal::LONG_HEADER_LEN)
-        };
+        let want = entry.codec.head_len().unwrap_or(entry.size);
         let head = self
             .store()
             .get_range(&entry.location, 0..entry.size.min(want))
             .await
             .map_err(|e| self.store_error("get", &entry.location, e))?;
-        let compressed = entry.compressed;
-        let size =
-            tokio::task::spawn_blocking(move || codec::segment_size_in_header(&head, compressed))
-                .await
-                .map_err(|e| self.task_error(e))?
-                .map_err(|damage| self.corrupt(&name, damage))?;
+        let codec = entry.codec;
+        let size = tokio::task::spawn_blocking(move || codec::segment_size_in_header(&head, codec))
+            .await
+            .map_err(|e| self.task_error(e))?
+            .map_err(|damage| self.corrupt(&name, damage))?;
         // The stem must be a segment name for this size, or the file is not what it says.
         if SegmentName::parse(&entry.stem, u64::from(size)).is_none() {
             return Err(ArchiveError::Corrupt {
@@ -336,5 +354,39 @@ impl Archive {
         }
         self.remember_segment_size(size, "the segment size in a page header")?;
         Ok(size)
+    }
+}
+
+/// An object name just before every file of segments at or after `from`
+/// on `timeline` (timeline 1 when not given, so that all timelines are
+/// included): the first 23 digits of the segment's name when the segment
+/// size is known, else the timeline and the high half of the LSN, which all
+/// segment names of that 4 GiB stretch start with. In pgBackRest's layout
+/// it is in the folder named after the first 16 digits.
+fn listing_offset(
+    located: &Located,
+    from: Lsn,
+    timeline: Option<TimelineId>,
+    size: Option<u32>,
+) -> Path {
+    let timeline = timeline.unwrap_or(TimelineId(1));
+    let text = match size {
+        Some(size) => {
+            let size = u64::from(size);
+            let mut name = SegmentName {
+                timeline,
+                segno: SegmentNo::containing(from, size),
+            }
+            .file_name(size);
+            name.truncate(23);
+            name
+        }
+        None => format!("{:08X}{:08X}", timeline.0, from.0 >> 32),
+    };
+    match (located.layout, text.get(..16)) {
+        (Layout::PgBackRest, Some(folder)) if text.len() > 16 => {
+            located.wal.clone().join(folder).join(text.as_str())
+        }
+        _ => located.wal.clone().join(text.as_str()),
     }
 }

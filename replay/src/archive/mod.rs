@@ -1,10 +1,10 @@
 //! Archived WAL in object storage: listing, reading with read-ahead, writing.
 //!
 //! An [`Archive`] is a prefix in an object store (a local directory, an S3
-//! bucket, memory), opened from a URL ([`Archive::open`]). WAL segments live
-//! under `wal/` in it, named as PostgreSQL names them, plain or compressed
-//! with zstd, and the unfinished tail of the WAL as a `.partial` file (see
-//! [`SegmentFile`]):
+//! bucket, memory), opened from a URL ([`Archive::open`]). In walfill's own
+//! layout, WAL segments live under `wal/` in it, named as PostgreSQL names
+//! them, plain or compressed with zstd, and the unfinished tail of the WAL
+//! as a `.partial` file (see [`SegmentFile`]):
 //!
 //! ```text
 //! <prefix>/wal/000000010000000000000007.zst
@@ -15,6 +15,13 @@
 //!
 //! Other files under `wal/` and other prefixes (such as `base/`) are ignored.
 //!
+//! **Layouts.** Archives that other tools fill are read where they are: a
+//! flat folder of segment files, WAL-G's `wal_005/`, a pgBackRest stanza's
+//! archive folder (see [`Layout`]). The layout is detected from what the URL
+//! holds ([`Archive::layout`]) or named ([`Archive::with_layout`]). walfill
+//! writes only into its own layout: writes into another fail with
+//! [`ArchiveError::ReadOnly`].
+//!
 //! **Segment size.** Turning a segment file name into a segment number needs
 //! the segment size, a power of two from 1 MiB to 1 GiB chosen at `initdb`.
 //! The archive learns it from the long page header at the start of a segment
@@ -22,11 +29,14 @@
 //! ([`Archive::with_segment_size`], [`ReadOptions::segment_size`]).
 //!
 //! **Timelines.** A promoted standby continues the WAL on a new timeline, and
-//! the archive then holds segments of several. Listing shows them all;
-//! reading uses the one timeline that covers the range, or the one chosen in
+//! the archive then holds segments of several. Listing shows them all.
+//! Reading follows a target timeline as recovery does when asked to
+//! ([`ReadOptions::follow`]): the target's history file in the archive says
+//! which timeline each position is on, and each segment is read from the
+//! newest timeline that had begun by its start. Otherwise reading uses the
+//! one timeline that covers the range, or the one chosen in
 //! [`ReadOptions::timeline`], and fails with
-//! [`ArchiveError::SeveralTimelines`] when the choice is ambiguous. Following
-//! history files across a switch is not done here.
+//! [`ArchiveError::SeveralTimelines`] when the choice is ambiguous.
 //!
 //! **Reading.** [`Archive::read`] lists once, checks the range is there
 //! without gaps, then fetches segments concurrently (a bounded read-ahead,
@@ -68,6 +78,8 @@ use crate::wal::is_valid_segment_size;
 mod blocking;
 mod codec;
 mod error;
+mod history;
+mod layout;
 mod list;
 mod name;
 mod open;
@@ -75,8 +87,9 @@ mod read;
 mod write;
 
 pub use blocking::SegmentReceiver;
-pub use codec::ZSTD_LEVEL;
+pub use codec::{Codec, ZSTD_LEVEL};
 pub use error::ArchiveError;
+pub use layout::Layout;
 pub use list::{ArchivedSegment, SegmentList};
 pub use name::SegmentFile;
 pub use read::{ReadOptions, SegmentData};
@@ -97,6 +110,10 @@ struct Inner {
     wal: Path,
     url: String,
     segment_size: OnceLock<u32>,
+    /// The layout named by the caller; `None` to detect it.
+    layout: Option<Layout>,
+    /// The layout and WAL folder, once named or found.
+    located: OnceLock<layout::Located>,
 }
 
 impl fmt::Debug for Archive {
@@ -104,6 +121,7 @@ impl fmt::Debug for Archive {
         f.debug_struct("Archive")
             .field("url", &self.inner.url)
             .field("segment_size", &self.inner.segment_size.get())
+            .field("layout", &self.inner.located.get().map(|l| l.layout))
             .finish()
     }
 }
@@ -137,8 +155,36 @@ impl Archive {
                 wal,
                 url,
                 segment_size: OnceLock::new(),
+                layout: None,
+                located: OnceLock::new(),
             }),
         }
+    }
+
+    /// Reads the archive in `layout` (`None`: detect it, the default),
+    /// keeping the segment size already known.
+    pub fn with_layout(self, layout: Option<Layout>) -> Archive {
+        let inner = &self.inner;
+        let segment_size = OnceLock::new();
+        if let Some(size) = inner.segment_size.get() {
+            segment_size.get_or_init(|| *size);
+        }
+        Archive {
+            inner: Arc::new(Inner {
+                store: inner.store.clone(),
+                prefix: inner.prefix.clone(),
+                wal: inner.wal.clone(),
+                url: inner.url.clone(),
+                segment_size,
+                layout,
+                located: OnceLock::new(),
+            }),
+        }
+    }
+
+    /// The layout named with [`with_layout`](Archive::with_layout), if one was.
+    pub fn named_layout(&self) -> Option<Layout> {
+        self.inner.layout
     }
 
     /// States the segment size instead of learning it from a segment.
@@ -174,7 +220,8 @@ impl Archive {
         &self.inner.prefix
     }
 
-    /// Where WAL files are: `<prefix>/wal`.
+    /// Where walfill writes WAL files: `<prefix>/wal`. (The folder WAL is
+    /// read from depends on the layout.)
     pub fn wal_prefix(&self) -> &Path {
         &self.inner.wal
     }
@@ -184,7 +231,7 @@ impl Archive {
         self.inner.segment_size.get().copied()
     }
 
-    /// The object name of a WAL file under `wal/`.
+    /// The object name of a WAL file walfill writes under `wal/`.
     fn wal_object(&self, file_name: &str) -> Path {
         self.inner.wal.clone().join(file_name)
     }

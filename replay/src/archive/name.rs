@@ -1,4 +1,5 @@
-//! Names of the files under the archive's `wal/` directory.
+//! Names of the segment files walfill writes under the archive's `wal/`
+//! directory (names of every layout are split in `layout::name`).
 //!
 //! Segments are named as PostgreSQL names them, 24 hexadecimal digits
 //! (`TTTTTTTTXXXXXXXXYYYYYYYY`, see [`SegmentName`]), followed by `.partial`
@@ -8,16 +9,16 @@
 //!
 //! The 24 digits only become a segment number once the segment size is
 //! known (it fixes how many segments share one high part), so names are
-//! first split syntactically ([`RawName`]) and resolved later.
+//! first split syntactically and resolved later.
 
-use crate::lsn::{SegmentName, TimelineId};
+use crate::lsn::SegmentName;
+
+use super::layout::{Layout, RawName};
 
 /// Suffix of the unfinished last segment.
 const PARTIAL: &str = ".partial";
 /// Suffix of zstd-compressed files.
 const ZST: &str = ".zst";
-/// Suffix of timeline history files.
-const HISTORY: &str = ".history";
 
 /// A segment file name: which segment, whether it is the unfinished tail,
 /// and whether it is compressed.
@@ -47,73 +48,26 @@ impl SegmentFile {
     /// Parses a file name, for a segment size; `None` for anything that is
     /// not one of our segment files.
     pub fn parse(file_name: &str, segment_size: u32) -> Option<SegmentFile> {
-        match RawName::parse(file_name)? {
+        match Layout::Walfill.parse_name(file_name)? {
             RawName::Segment {
                 stem,
                 partial,
-                compressed,
+                codec,
+                ..
             } => Some(SegmentFile {
                 name: SegmentName::parse(stem, u64::from(segment_size))?,
                 partial,
-                compressed,
+                compressed: codec.is_compressed(),
             }),
-            RawName::History(_) => None,
+            RawName::History { .. } => None,
         }
     }
-}
-
-/// A file name under `wal/`, split without knowing the segment size.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum RawName<'a> {
-    /// A segment file.
-    Segment {
-        /// The 24 hexadecimal digits.
-        stem: &'a str,
-        /// Ends in `.partial` (before any `.zst`).
-        partial: bool,
-        /// Ends in `.zst`.
-        compressed: bool,
-    },
-    /// A timeline history file.
-    History(TimelineId),
-}
-
-impl<'a> RawName<'a> {
-    /// Splits a file name; `None` when it is none of ours.
-    pub(super) fn parse(file_name: &'a str) -> Option<RawName<'a>> {
-        let (rest, compressed) = match file_name.strip_suffix(ZST) {
-            Some(rest) => (rest, true),
-            None => (file_name, false),
-        };
-        if let Some(tli) = rest.strip_suffix(HISTORY) {
-            if compressed || !is_hex(tli, 8) {
-                return None;
-            }
-            return u32::from_str_radix(tli, 16)
-                .ok()
-                .map(|t| RawName::History(TimelineId(t)));
-        }
-        let (stem, partial) = match rest.strip_suffix(PARTIAL) {
-            Some(stem) => (stem, true),
-            None => (rest, false),
-        };
-        is_hex(stem, 24).then_some(RawName::Segment {
-            stem,
-            partial,
-            compressed,
-        })
-    }
-}
-
-/// Whether `s` is exactly `len` hexadecimal digits.
-fn is_hex(s: &str, len: usize) -> bool {
-    s.len() == len && s.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lsn::{Lsn, SegmentNo};
+    use crate::lsn::{Lsn, SegmentNo, TimelineId};
 
     const MIB: u32 = 1 << 20;
 
@@ -191,35 +145,15 @@ mod tests {
     }
 
     #[test]
-    fn other_files_are_not_ours() {
+    fn other_files_are_not_segment_files() {
         for name in [
             "000000010000000000000002.00000028.backup",
             "000000010000000000000007.gz",
-            "000000010000000000000007.zst.tmp",
             "000000010000000000000007.zst.partial",
-            "00000001000000000000007.zst",
-            "0000000100000000000000070",
-            "00000001000000000000000G",
-            "00000002.history.zst",
-            "0000002.history",
+            "0000000A.history",
             "README",
-            "",
         ] {
-            assert_eq!(RawName::parse(name), None, "{name}");
             assert_eq!(SegmentFile::parse(name, MIB), None, "{name}");
         }
-        assert_eq!(
-            RawName::parse("0000000A.history"),
-            Some(RawName::History(TimelineId(10)))
-        );
-        assert_eq!(SegmentFile::parse("0000000A.history", MIB), None);
-        assert_eq!(
-            RawName::parse("000000010000000000000007.partial.zst"),
-            Some(RawName::Segment {
-                stem: "000000010000000000000007",
-                partial: true,
-                compressed: true
-            })
-        );
     }
 }

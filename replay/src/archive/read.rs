@@ -21,6 +21,7 @@ use crate::lsn::{Lsn, SegmentName, SegmentNo, TimelineId};
 
 use super::codec;
 use super::error::ArchiveError;
+use super::layout::Layout;
 use super::list::{ArchivedSegment, SegmentList};
 use super::name::SegmentFile;
 use super::Archive;
@@ -36,6 +37,12 @@ pub struct ReadOptions {
     pub timeline: Option<TimelineId>,
     /// The segment size, if known; otherwise the archive's (learned once).
     pub segment_size: Option<u32>,
+    /// Follow this timeline's history as recovery does, when
+    /// [`timeline`](ReadOptions::timeline) is not set: each segment is read
+    /// from the newest timeline of the history that had begun by its start.
+    /// Without a history file of this timeline in the archive (for a
+    /// timeline after 1), reading is as if it were not set.
+    pub follow: Option<TimelineId>,
 }
 
 impl Default for ReadOptions {
@@ -44,6 +51,7 @@ impl Default for ReadOptions {
             read_ahead: 4,
             timeline: None,
             segment_size: None,
+            follow: None,
         }
     }
 }
@@ -58,6 +66,12 @@ impl ReadOptions {
     /// Sets [`timeline`](ReadOptions::timeline).
     pub fn with_timeline(mut self, timeline: TimelineId) -> ReadOptions {
         self.timeline = Some(timeline);
+        self
+    }
+
+    /// Sets [`follow`](ReadOptions::follow).
+    pub fn following(mut self, timeline: TimelineId) -> ReadOptions {
+        self.follow = Some(timeline);
         self
     }
 
@@ -170,33 +184,44 @@ impl Archive {
             None => None,
         };
         let in_range = |s: &&ArchivedSegment| last.is_none_or(|l| s.name.segno <= l);
-        let mut timelines: Vec<TimelineId> = list
-            .segments
-            .iter()
-            .filter(in_range)
-            .map(|s| s.name.timeline)
-            .collect();
-        timelines.dedup();
-        let timeline = match (options.timeline, timelines.as_slice()) {
-            (Some(t), _) => t,
-            (None, [t]) => *t,
-            (None, []) => list.timelines().last().copied().unwrap_or(TimelineId(1)),
-            (None, _) => {
-                return Err(ArchiveError::SeveralTimelines {
-                    url: self.url().to_string(),
-                    timelines,
-                    from,
-                })
+        let path = match (options.timeline, options.follow) {
+            (None, Some(target)) => self.timeline_path(&list, target).await?,
+            _ => None,
+        };
+        let timeline = match (&path, options.timeline) {
+            (Some(_), _) => TimelineId(1),
+            (None, Some(t)) => t,
+            (None, None) => {
+                let mut timelines: Vec<TimelineId> = list
+                    .segments
+                    .iter()
+                    .filter(in_range)
+                    .map(|s| s.name.timeline)
+                    .collect();
+                timelines.dedup();
+                match timelines.as_slice() {
+                    [t] => *t,
+                    [] => list.timelines().last().copied().unwrap_or(TimelineId(1)),
+                    _ => {
+                        return Err(ArchiveError::SeveralTimelines {
+                            url: self.url().to_string(),
+                            timelines,
+                            from,
+                        })
+                    }
+                }
             }
         };
+        let wal = self.locate().await?.wal;
         let mut plan = Vec::new();
         let mut segno = SegmentNo::containing(from, size);
         while last.is_none_or(|l| segno <= l) {
+            let timeline = path.as_ref().map_or(timeline, |p| p.timeline_of(segno));
             let name = SegmentName { timeline, segno };
             let lsn = segno.start_lsn(size).max(from);
             let missing = || ArchiveError::MissingSegment {
                 url: self.url().to_string(),
-                name: self.relative(&self.segment_object(name, list.segment_size)),
+                name: self.relative(&segment_object(&wal, list.layout, name, list.segment_size)),
                 lsn,
             };
             match list.get(name) {
@@ -216,10 +241,15 @@ impl Archive {
         list.segments = plan;
         Ok(list)
     }
+}
 
-    /// The object name of a complete, uncompressed segment file.
-    fn segment_object(&self, name: SegmentName, segment_size: u32) -> Path {
-        self.wal_object(&name.file_name(u64::from(segment_size)))
+/// Where a segment's file would be, without compression or checksum, for
+/// messages: `wal/<name>`, `<name>`, `wal_005/<name>`, `15-1/<16 digits>/<name>`.
+fn segment_object(wal: &Path, layout: Layout, name: SegmentName, segment_size: u32) -> Path {
+    let file = name.file_name(u64::from(segment_size));
+    match (layout, file.get(..16)) {
+        (Layout::PgBackRest, Some(folder)) => wal.clone().join(folder).join(file.as_str()),
+        _ => wal.clone().join(file.as_str()),
     }
 }
 
@@ -267,10 +297,13 @@ async fn fetch(
         compressed: segment.compressed,
     };
     let mut location = segment.location.clone();
+    let mut codec = segment.codec;
+    let mut sha1 = segment.sha1;
     let mut got = archive.store().get(&location).await;
-    if segment.partial && matches!(got, Err(object_store::Error::NotFound { .. })) {
+    let own = archive.locate().await?.layout == Layout::Walfill;
+    if own && segment.partial && matches!(got, Err(object_store::Error::NotFound { .. })) {
         // The tail was completed after the listing: its .partial file is
-        // replaced by a complete one.
+        // replaced by a complete one (as walfill's archiver does).
         for compressed in [false, true] {
             let complete = SegmentFile {
                 partial: false,
@@ -281,6 +314,12 @@ async fn fetch(
             let attempt = archive.store().get(&path).await;
             if !matches!(attempt, Err(object_store::Error::NotFound { .. })) {
                 (file, location, got) = (complete, path, attempt);
+                codec = if compressed {
+                    codec::Codec::Zstd
+                } else {
+                    codec::Codec::Plain
+                };
+                sha1 = None;
                 break;
             }
         }
@@ -297,12 +336,12 @@ async fn fetch(
         },
         e => archive.store_error("get", &location, e),
     })?;
-    let compressed = file.compressed;
-    let bytes =
-        tokio::task::spawn_blocking(move || codec::segment_bytes(stored, compressed, segment_size))
-            .await
-            .map_err(|e| archive.task_error(e))?
-            .map_err(|damage| archive.corrupt(&archive.relative(&location), damage))?;
+    let bytes = tokio::task::spawn_blocking(move || {
+        codec::segment_bytes(stored, codec, sha1.as_ref(), segment_size)
+    })
+    .await
+    .map_err(|e| archive.task_error(e))?
+    .map_err(|damage| archive.corrupt(&archive.relative(&location), damage))?;
     Ok(SegmentData {
         name: file.name,
         file: location.to_string(),

@@ -1,4 +1,6 @@
-//! Writing WAL files into the archive.
+//! Writing WAL files into the archive, in walfill's own layout only: every
+//! write fails with [`ArchiveError::ReadOnly`] on an archive of another
+//! layout (named, or detected).
 //!
 //! Every file is written with a single put, which object stores make
 //! atomic: a reader sees the old object or the new one, never part of it.
@@ -29,6 +31,7 @@ impl Archive {
         compress: bool,
         partial: bool,
     ) -> Result<String, ArchiveError> {
+        self.check_writable().await?;
         let bytes: Bytes = bytes.into();
         let what = "the length of the segment to store";
         let size = self.check_segment_size(bytes.len() as u64, what)?;
@@ -73,6 +76,7 @@ impl Archive {
     /// typically after its complete file was stored. Absent files are fine.
     /// Needs the segment size (stated, learned, or from a put).
     pub async fn delete_partials(&self, name: SegmentName) -> Result<(), ArchiveError> {
+        self.check_writable().await?;
         let size = self.segment_size().await?;
         for compressed in [false, true] {
             let file = SegmentFile {
@@ -90,6 +94,7 @@ impl Archive {
     /// [`ArchivedSegment::file`](super::ArchivedSegment::file). An absent
     /// object is fine.
     pub async fn delete(&self, file: &str) -> Result<(), ArchiveError> {
+        self.check_writable().await?;
         let location = object_store::path::Path::parse(file).map_err(|e| ArchiveError::Store {
             url: self.url().to_string(),
             operation: "delete",

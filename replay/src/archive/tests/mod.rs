@@ -12,6 +12,8 @@ mod observed;
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 
+use std::io::Write;
+
 use futures_util::TryStreamExt;
 use object_store::memory::InMemory;
 use object_store::path::Path;
@@ -243,4 +245,43 @@ pub(super) async fn read_all(
 /// The segment numbers of what was read.
 pub(super) fn segnos(segments: &[SegmentData]) -> Vec<u64> {
     segments.iter().map(|s| s.name.segno.0).collect()
+}
+
+/// `data` compressed with `codec`, by each format's own crate (the
+/// integration tests use the command-line tools).
+pub(in crate::archive) fn pack(codec: super::Codec, data: &[u8]) -> Vec<u8> {
+    match codec {
+        super::Codec::Plain => data.to_vec(),
+        super::Codec::Zstd => super::codec::compress(data).unwrap(),
+        super::Codec::Gzip => {
+            let mut w = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+            w.write_all(data).unwrap();
+            w.finish().unwrap()
+        }
+        super::Codec::Lz4 => {
+            let mut w = lz4_flex::frame::FrameEncoder::new(Vec::new());
+            w.write_all(data).unwrap();
+            w.finish().unwrap()
+        }
+        super::Codec::Bzip2 => {
+            let mut w = bzip2::write::BzEncoder::new(Vec::new(), bzip2::Compression::fast());
+            w.write_all(data).unwrap();
+            w.finish().unwrap()
+        }
+        super::Codec::Brotli => {
+            let mut out = Vec::new();
+            {
+                let mut w = brotli::CompressorWriter::new(&mut out, 4096, 3, 22);
+                w.write_all(data).unwrap();
+            }
+            out
+        }
+        super::Codec::Lzma => {
+            let options = xz2::stream::LzmaOptions::new_preset(1).unwrap();
+            let stream = xz2::stream::Stream::new_lzma_encoder(&options).unwrap();
+            let mut w = xz2::write::XzEncoder::new_stream(Vec::new(), stream);
+            w.write_all(data).unwrap();
+            w.finish().unwrap()
+        }
+    }
 }

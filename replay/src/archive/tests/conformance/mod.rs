@@ -3,10 +3,12 @@
 use super::*;
 
 mod damage;
+mod layouts;
 mod listing;
 mod reading;
 
 use damage::*;
+use layouts::*;
 use listing::*;
 use reading::*;
 
@@ -55,6 +57,13 @@ conformance!(
     empty_archive_has_no_segments,
     blocking_receiver_delivers_in_order,
     partials_are_deleted_after_completion,
+    flat_folder_is_detected_and_read,
+    wal_g_folder_is_detected_and_read,
+    pgbackrest_folder_is_read_with_checksums,
+    pgbackrest_wrong_checksum_is_corrupt,
+    pgbackrest_repository_root_is_refused,
+    named_layout_wins_over_detection,
+    timeline_switch_is_followed_through_history,
 );
 
 /// Stores fixture segments 7 to 9 (7 and 9 compressed) and synthetic ones
