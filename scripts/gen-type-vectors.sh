@@ -161,6 +161,25 @@ SELECT * FROM vec('b:790', 'money', ARRAY[
   $$'92233720368547758.07'$$, $$'0.01'$$, $$'-0.01'$$, $$'999.99'$$, $$'1000'$$]);
 SELECT * FROM vec('b:3220', 'pg_lsn', ARRAY[
   $$'0/0'$$, $$'0/16B3748'$$, $$'1/0'$$, $$'1a/b0c'$$, $$'FFFFFFFF/FFFFFFFF'$$, $$'0/FFFFFFFF'$$]);
+SELECT * FROM vec('b:1560', 'bit(12)', ARRAY[$$B'101010101010'$$, $$B'000000000001'$$, $$B'111111111111'$$]);
+SELECT * FROM vec('b:1560', 'bit(8)', ARRAY[$$B'10000001'$$]);
+SELECT * FROM vec('b:1562', 'varbit', ARRAY[
+  $$B''$$, $$B'1'$$, $$B'0'$$, $$B'10101010'$$, $$B'101010101'$$, $$X'deadbeef'$$,
+  $$repeat('10', 70)::varbit$$]);
+SELECT * FROM vec('b:774', 'macaddr8', ARRAY[
+  $$'08:00:2b:01:02:03:04:05'$$, $$'08:00:2b:01:02:03'$$, $$'FF:FF:FF:FF:FF:FF:FF:FF'$$,
+  $$'0000.0000.0000.0000'$$]);
+SELECT * FROM vec('b:28', 'xid', ARRAY[$$'0'$$, $$'3'$$, $$'4294967295'$$, $$'2147483648'$$]);
+SELECT * FROM vec('b:29', 'cid', ARRAY[$$'0'$$, $$'7'$$, $$'4294967295'$$]);
+SELECT * FROM vec('b:5069', 'xid8', ARRAY[$$'0'$$, $$'4294967296'$$, $$'18446744073709551615'$$]);
+SELECT * FROM vec('b:27', 'tid', ARRAY[
+  $$'(0,0)'$$, $$'(1,2)'$$, $$'(65536,1)'$$, $$'(4294967295,65535)'$$, $$'(65535,256)'$$]);
+SELECT * FROM vec('b:22', 'int2vector', ARRAY[$$''$$, $$'5'$$, $$'1 2 3'$$, $$'-32768 32767 0'$$]);
+SELECT * FROM vec('b:30', 'oidvector', ARRAY[$$''$$, $$'26'$$, $$'1 4294967295 23'$$]);
+SELECT * FROM vec('b:1790', 'refcursor', ARRAY[$$''$$, $$'my cursor'$$, $$'<unnamed portal 1>'$$]);
+SELECT * FROM vec('b:5038', 'pg_snapshot', ARRAY[
+  $$'10:20:10,14,15'$$, $$'10:10:'$$, $$'100:200:'$$, $$'18446744073709551614:18446744073709551615:18446744073709551614'$$]);
+SELECT * FROM vec('b:2970', 'txid_snapshot', ARRAY[$$'10:20:10,14,15'$$, $$'3:3:'$$]);
 SELECT * FROM vec('enum:' || 'mood'::regtype::oid, 'mood', ARRAY[
   $$'sad'$$, $$'early'$$, $$'ünï'$$, $$'NULL'$$]);
 SELECT * FROM vec('domain:' || 'posint'::regtype::oid || ':23', 'posint', ARRAY['5', '2147483647']);
@@ -203,6 +222,18 @@ SELECT * FROM vec('b:651', 'cidr[]', ARRAY[$$'{10.0.0.0/8,2001:db8::/32}'$$]);
 SELECT * FROM vec('b:1040', 'macaddr[]', ARRAY[$$'{08:00:2b:01:02:03}'$$]);
 SELECT * FROM vec('b:791', 'money[]', ARRAY[$$'{1.00,-1234.56,NULL}'$$]);
 SELECT * FROM vec('b:3221', 'pg_lsn[]', ARRAY[$$'{0/1,NULL,A/B}'$$, $$'{FFFFFFFF/FFFFFFFF}'$$]);
+SELECT * FROM vec('b:1561', 'bit(3)[]', ARRAY[$$'{101,NULL,000}'$$]);
+SELECT * FROM vec('b:1563', 'varbit[]', ARRAY[$$'{"",1,NULL,101010101}'$$]);
+SELECT * FROM vec('b:775', 'macaddr8[]', ARRAY[$$'{08:00:2b:01:02:03:04:05,NULL}'$$]);
+SELECT * FROM vec('b:1011', 'xid[]', ARRAY[$$'{0,NULL,4294967295}'$$]);
+SELECT * FROM vec('b:1012', 'cid[]', ARRAY[$$'{1,2}'$$]);
+SELECT * FROM vec('b:271', 'xid8[]', ARRAY[$$'{18446744073709551615,NULL,0}'$$]);
+SELECT * FROM vec('b:1010', 'tid[]', ARRAY[$$'{"(0,1)",NULL,"(4294967295,65535)"}'$$]);
+SELECT * FROM vec('b:1006', 'int2vector[]', ARRAY[$$'{"1 2",3,"",NULL}'$$]);
+SELECT * FROM vec('b:1013', 'oidvector[]', ARRAY[$$'{"26 23",NULL,""}'$$]);
+SELECT * FROM vec('b:2201', 'refcursor[]', ARRAY[$$'{a,"b c",""}'$$]);
+SELECT * FROM vec('b:5039', 'pg_snapshot[]', ARRAY[$$'{10:20:10,NULL,"3:3:"}'$$]);
+SELECT * FROM vec('b:2949', 'txid_snapshot[]', ARRAY[$$'{10:20:10\,14}'$$]);
 SELECT * FROM vec('enumarr:' || 'mood[]'::regtype::oid || ':' || 'mood'::regtype::oid, 'mood[]',
   ARRAY[$$'{sad,NULL,"NULL","with space","quo\"te",ünï,early}'$$]);
 SELECT * FROM vec('domainarr:' || 'posint[]'::regtype::oid || ':' || 'posint'::regtype::oid || ':23',

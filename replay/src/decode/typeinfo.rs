@@ -146,4 +146,15 @@ mod tests {
         assert_eq!(array.align, Align::Double);
         assert!(crate::decode::is_supported(&array));
     }
+
+    #[test]
+    fn vectors_are_builtin_types_not_arrays() {
+        use crate::types::BaseType;
+        // pg_type gives int2vector and oidvector an element type and the
+        // array subscript handler, but they print as space-separated lists.
+        let rows = TypeRows::new([row(22, "b", 21, 0, true), row(30, "b", 26, 0, true)]);
+        assert_eq!(rows.info(22).kind, TypeKind::Base(BaseType::Int2vector));
+        assert_eq!(rows.info(30).kind, TypeKind::Base(BaseType::Oidvector));
+        assert!(matches!(rows.info(1013).kind, TypeKind::Array { .. }));
+    }
 }

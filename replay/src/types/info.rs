@@ -11,184 +11,7 @@ use serde::{Deserialize, Serialize};
 
 pub use crate::tuple::Align;
 
-/// The built-in scalar types this module can print.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub enum BaseType {
-    /// `bool` (16).
-    Bool,
-    /// `bytea` (17).
-    Bytea,
-    /// `"char"` (18).
-    Char,
-    /// `name` (19).
-    Name,
-    /// `int8` (20).
-    Int8,
-    /// `int2` (21).
-    Int2,
-    /// `int4` (23).
-    Int4,
-    /// `text` (25).
-    Text,
-    /// `oid` (26).
-    Oid,
-    /// `json` (114).
-    Json,
-    /// `cidr` (650).
-    Cidr,
-    /// `float4` (700).
-    Float4,
-    /// `float8` (701).
-    Float8,
-    /// `money` (790).
-    Money,
-    /// `macaddr` (829).
-    Macaddr,
-    /// `inet` (869).
-    Inet,
-    /// `bpchar`, i.e. `char(n)` (1042).
-    Bpchar,
-    /// `varchar` (1043).
-    Varchar,
-    /// `date` (1082).
-    Date,
-    /// `time` (1083).
-    Time,
-    /// `timestamp` (1114).
-    Timestamp,
-    /// `timestamptz` (1184).
-    Timestamptz,
-    /// `interval` (1186).
-    Interval,
-    /// `timetz` (1266).
-    Timetz,
-    /// `numeric` (1700).
-    Numeric,
-    /// `uuid` (2950).
-    Uuid,
-    /// `pg_lsn` (3220).
-    PgLsn,
-    /// `jsonb` (3802).
-    Jsonb,
-}
-
-/// One row of the built-in table: type, OID, array type OID, typlen, byval,
-/// align (values of `pg_type.dat`, identical in PostgreSQL 15 to 18).
-struct Builtin {
-    base: BaseType,
-    oid: u32,
-    array_oid: u32,
-    len: i16,
-    byval: bool,
-    align: Align,
-}
-
-const fn row(
-    base: BaseType,
-    oid: u32,
-    array_oid: u32,
-    len: i16,
-    byval: bool,
-    align: Align,
-) -> Builtin {
-    Builtin {
-        base,
-        oid,
-        array_oid,
-        len,
-        byval,
-        align,
-    }
-}
-
-const BUILTINS: &[Builtin] = &[
-    row(BaseType::Bool, 16, 1000, 1, true, Align::Char),
-    row(BaseType::Bytea, 17, 1001, -1, false, Align::Int),
-    row(BaseType::Char, 18, 1002, 1, true, Align::Char),
-    row(BaseType::Name, 19, 1003, 64, false, Align::Char),
-    row(BaseType::Int8, 20, 1016, 8, true, Align::Double),
-    row(BaseType::Int2, 21, 1005, 2, true, Align::Short),
-    row(BaseType::Int4, 23, 1007, 4, true, Align::Int),
-    row(BaseType::Text, 25, 1009, -1, false, Align::Int),
-    row(BaseType::Oid, 26, 1028, 4, true, Align::Int),
-    row(BaseType::Json, 114, 199, -1, false, Align::Int),
-    row(BaseType::Cidr, 650, 651, -1, false, Align::Int),
-    row(BaseType::Float4, 700, 1021, 4, true, Align::Int),
-    row(BaseType::Float8, 701, 1022, 8, true, Align::Double),
-    row(BaseType::Money, 790, 791, 8, true, Align::Double),
-    row(BaseType::Macaddr, 829, 1040, 6, false, Align::Int),
-    row(BaseType::Inet, 869, 1041, -1, false, Align::Int),
-    row(BaseType::Bpchar, 1042, 1014, -1, false, Align::Int),
-    row(BaseType::Varchar, 1043, 1015, -1, false, Align::Int),
-    row(BaseType::Date, 1082, 1182, 4, true, Align::Int),
-    row(BaseType::Time, 1083, 1183, 8, true, Align::Double),
-    row(BaseType::Timestamp, 1114, 1115, 8, true, Align::Double),
-    row(BaseType::Timestamptz, 1184, 1185, 8, true, Align::Double),
-    row(BaseType::Interval, 1186, 1187, 16, false, Align::Double),
-    row(BaseType::Timetz, 1266, 1270, 12, false, Align::Double),
-    row(BaseType::Numeric, 1700, 1231, -1, false, Align::Int),
-    row(BaseType::Uuid, 2950, 2951, 16, false, Align::Char),
-    row(BaseType::PgLsn, 3220, 3221, 8, true, Align::Double),
-    row(BaseType::Jsonb, 3802, 3807, -1, false, Align::Int),
-];
-
-impl BaseType {
-    /// Every supported base type.
-    pub const ALL: [BaseType; 28] = [
-        BaseType::Bool,
-        BaseType::Bytea,
-        BaseType::Char,
-        BaseType::Name,
-        BaseType::Int8,
-        BaseType::Int2,
-        BaseType::Int4,
-        BaseType::Text,
-        BaseType::Oid,
-        BaseType::Json,
-        BaseType::Cidr,
-        BaseType::Float4,
-        BaseType::Float8,
-        BaseType::Money,
-        BaseType::Macaddr,
-        BaseType::Inet,
-        BaseType::Bpchar,
-        BaseType::Varchar,
-        BaseType::Date,
-        BaseType::Time,
-        BaseType::Timestamp,
-        BaseType::Timestamptz,
-        BaseType::Interval,
-        BaseType::Timetz,
-        BaseType::Numeric,
-        BaseType::Uuid,
-        BaseType::PgLsn,
-        BaseType::Jsonb,
-    ];
-
-    fn row(self) -> &'static Builtin {
-        // BUILTINS lists every variant once; the fallback is never taken but
-        // keeps this total without a panic path.
-        BUILTINS
-            .iter()
-            .find(|b| b.base == self)
-            .unwrap_or(&BUILTINS[0])
-    }
-
-    /// The type's OID.
-    pub fn oid(self) -> u32 {
-        self.row().oid
-    }
-
-    /// The OID of the type's standard array type (`_typname`).
-    pub fn array_oid(self) -> u32 {
-        self.row().array_oid
-    }
-
-    /// The base type with this OID, if supported.
-    pub fn from_oid(oid: u32) -> Option<BaseType> {
-        BUILTINS.iter().find(|b| b.oid == oid).map(|b| b.base)
-    }
-}
+use super::builtin::BaseType;
 
 /// How values of a type are printed.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -204,7 +27,7 @@ pub enum TypeKind {
     Array {
         /// The element type.
         element: Box<TypeInfo>,
-        /// The element type's `typdelim` (`,` for every supported type).
+        /// The element type's `typdelim` (`;` for `box`, else `,`).
         delimiter: u8,
     },
     /// A domain: printed as its base type.
@@ -237,21 +60,25 @@ pub struct TypeInfo {
 impl TypeInfo {
     /// A supported built-in base type or its standard array type, by OID.
     pub fn builtin(oid: u32) -> Option<TypeInfo> {
-        if let Some(b) = BUILTINS.iter().find(|b| b.oid == oid) {
-            return Some(TypeInfo::base(b.base));
+        if let Some(base) = BaseType::from_oid(oid) {
+            return Some(TypeInfo::base(base));
         }
-        let b = BUILTINS.iter().find(|b| b.array_oid == oid)?;
-        Some(TypeInfo::array_of(oid, TypeInfo::base(b.base), b','))
+        let base = BaseType::from_array_oid(oid)?;
+        Some(TypeInfo::array_of(
+            oid,
+            TypeInfo::base(base),
+            base.delimiter(),
+        ))
     }
 
     /// The [`TypeInfo`] of a supported base type.
     pub fn base(base: BaseType) -> TypeInfo {
-        let b = base.row();
+        let (len, byval, align) = base.layout();
         TypeInfo {
-            oid: b.oid,
-            len: b.len,
-            byval: b.byval,
-            align: b.align,
+            oid: base.oid(),
+            len,
+            byval,
+            align,
             kind: TypeKind::Base(base),
         }
     }
@@ -339,7 +166,7 @@ mod tests {
             match array.kind {
                 TypeKind::Array { element, delimiter } => {
                     assert_eq!(*element, scalar);
-                    assert_eq!(delimiter, b',');
+                    assert_eq!(delimiter, base.delimiter());
                 }
                 other => panic!("{other:?}"),
             }
@@ -350,7 +177,7 @@ mod tests {
             TypeInfo::builtin(1016).map(|t| t.align),
             Some(Align::Double)
         );
-        assert!(TypeInfo::builtin(1560).is_none());
+        assert!(TypeInfo::builtin(2205).is_none());
     }
 
     #[test]

@@ -32,17 +32,22 @@
 //!
 //! Supported: bool, int2, int4, int8, oid, float4, float8, numeric, text,
 //! varchar, bpchar, name, "char", bytea, date, time, timetz, timestamp,
-//! timestamptz, interval, uuid, json, jsonb, inet, cidr, macaddr, money,
-//! pg_lsn, enums, domains over any of these, and arrays of any of them. Any other
+//! timestamptz, interval, uuid, json, jsonb, inet, cidr, macaddr, macaddr8,
+//! money, pg_lsn, bit, varbit, xid, xid8, cid, tid, int2vector, oidvector,
+//! refcursor, pg_snapshot, txid_snapshot, enums, domains over any of these,
+//! and arrays of any of them. Any other
 //! type yields [`TypeError::Unsupported`], so that the caller can name the
 //! column and fall back. Bytes that are not a valid value yield
 //! [`TypeError::Malformed`]; no input makes this module panic.
 
 mod array;
+mod bits;
+mod builtin;
 mod datetime;
 mod error;
 mod float;
 mod info;
+mod intvector;
 mod jsonb;
 mod network;
 mod numeric;
@@ -51,13 +56,15 @@ mod push;
 mod read;
 mod ryu;
 mod scalar;
+mod snapshot;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod vectors;
 
+pub use builtin::BaseType;
 pub use error::TypeError;
-pub use info::{Align, BaseType, TypeInfo, TypeKind};
+pub use info::{Align, TypeInfo, TypeKind};
 
 /// The text PostgreSQL's output function gives for a stored datum of type
 /// `ty` (see the module documentation for what `datum` holds).
@@ -111,16 +118,26 @@ fn base_out(base: BaseType, oid: u32, datum: &[u8], out: &mut String) -> Result<
         BaseType::Int4 => scalar::int_out(oid, datum, 4, true, out),
         BaseType::Int8 => scalar::int_out(oid, datum, 8, true, out),
         BaseType::Oid => scalar::int_out(oid, datum, 4, false, out),
-        BaseType::Text | BaseType::Varchar | BaseType::Bpchar | BaseType::Json => {
-            scalar::text_out(oid, datum, out)
-        }
+        BaseType::Text
+        | BaseType::Varchar
+        | BaseType::Bpchar
+        | BaseType::Json
+        | BaseType::Refcursor => scalar::text_out(oid, datum, out),
+        BaseType::Xid | BaseType::Cid => scalar::int_out(oid, datum, 4, false, out),
+        BaseType::Xid8 => scalar::int_out(oid, datum, 8, false, out),
+        BaseType::Tid => scalar::tid_out(oid, datum, out),
+        BaseType::Int2vector => intvector::intvector_out(oid, datum, false, out),
+        BaseType::Oidvector => intvector::intvector_out(oid, datum, true, out),
+        BaseType::Bit | BaseType::Varbit => bits::varbit_out(oid, datum, out),
+        BaseType::PgSnapshot | BaseType::TxidSnapshot => snapshot::snapshot_out(oid, datum, out),
         BaseType::Bytea => {
             scalar::bytea_out(datum, out);
             Ok(())
         }
         BaseType::Money => scalar::money_out(oid, datum, out),
         BaseType::Uuid => scalar::uuid_out(oid, datum, out),
-        BaseType::Macaddr => scalar::macaddr_out(oid, datum, out),
+        BaseType::Macaddr => scalar::macaddr_out::<6>(oid, datum, out),
+        BaseType::Macaddr8 => scalar::macaddr_out::<8>(oid, datum, out),
         BaseType::PgLsn => scalar::pg_lsn_out(oid, datum, out),
         BaseType::Float4 => float::float4_out(oid, datum, out),
         BaseType::Float8 => float::float8_out(oid, datum, out),

@@ -164,6 +164,17 @@ vector_tests! {
     macaddr_vectors => ["b:829"];
     money_vectors => ["b:790"];
     pg_lsn_vectors => ["b:3220"];
+    bit_vectors => ["b:1560", "b:1561"];
+    varbit_vectors => ["b:1562", "b:1563"];
+    macaddr8_vectors => ["b:774", "b:775"];
+    xid_vectors => ["b:28", "b:1011"];
+    cid_vectors => ["b:29", "b:1012"];
+    xid8_vectors => ["b:5069", "b:271"];
+    tid_vectors => ["b:27", "b:1010"];
+    int2vector_vectors => ["b:22", "b:1006"];
+    oidvector_vectors => ["b:30", "b:1013"];
+    refcursor_vectors => ["b:1790", "b:2201"];
+    snapshot_vectors => ["b:5038", "b:5039", "b:2970", "b:2949"];
     enum_vectors => ["enum", "enumarr"];
     domain_vectors => ["domain", "domainarr"];
     array_vectors => [
@@ -179,7 +190,7 @@ fn vectors_cover_both_header_forms_of_aligned_arrays() {
     let (enums, vectors) = load();
     // int8[] and float8[] elements are 8-byte aligned relative to a 4-byte
     // header; a 1-byte header shifts the payload, which must not matter.
-    for spec in ["b:1016", "b:1022", "b:1115", "b:3221", "b:3802"] {
+    for spec in ["b:1016", "b:1022", "b:1115", "b:3221", "b:271", "b:3802"] {
         let short = vectors
             .iter()
             .filter(|v| v.spec == spec)

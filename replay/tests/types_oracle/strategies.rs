@@ -59,6 +59,68 @@ pub(crate) fn pg_lsn() -> Param {
     .boxed()
 }
 
+/// Any unsigned 64-bit value (xid8), the ends often.
+pub(crate) fn uint8() -> Param {
+    prop_oneof![Just(0u64), Just(u64::MAX), 0..1000u64, any::<u64>()]
+        .prop_map(|v| v.to_be_bytes().to_vec())
+        .boxed()
+}
+
+/// bit strings of a length in `len`, in varbit's binary form (bit count,
+/// then the bits with the last byte zero-padded).
+pub(crate) fn bits(len: std::ops::RangeInclusive<usize>) -> Param {
+    len.prop_flat_map(|n| (Just(n), vec(any::<u8>(), n.div_ceil(8))))
+        .prop_map(|(n, mut bytes)| {
+            if let Some(last) = bytes.last_mut() {
+                if n % 8 != 0 {
+                    *last &= 0xffu8 << (8 - n % 8);
+                }
+            }
+            let mut b = (n as i32).to_be_bytes().to_vec();
+            b.extend_from_slice(&bytes);
+            b
+        })
+        .boxed()
+}
+
+/// int2vector text: up to 8 numbers separated by spaces.
+pub(crate) fn int2vector() -> Param {
+    vec(
+        prop_oneof![Just(i16::MIN), Just(i16::MAX), any::<i16>()],
+        0..8,
+    )
+    .prop_map(|v| {
+        let words: Vec<String> = v.iter().map(i16::to_string).collect();
+        words.join(" ").into_bytes()
+    })
+    .boxed()
+}
+
+/// oidvector text: up to 8 OIDs separated by spaces.
+pub(crate) fn oidvector() -> Param {
+    vec(prop_oneof![Just(0u32), Just(u32::MAX), any::<u32>()], 0..8)
+        .prop_map(|v| {
+            let words: Vec<String> = v.iter().map(u32::to_string).collect();
+            words.join(" ").into_bytes()
+        })
+        .boxed()
+}
+
+/// Snapshot text `xmin:xmax:xip,...`: 0 < xmin <= xmax, in-progress
+/// transactions ascending and distinct in `xmin..xmax`.
+pub(crate) fn snapshot() -> Param {
+    let xmin = prop_oneof![1..100u64, 1..u64::MAX / 2, Just(u64::MAX - 20)];
+    (xmin, 0..20u64, vec(0..20u64, 0..6))
+        .prop_map(|(xmin, span, mut offsets)| {
+            offsets.retain(|&o| o < span);
+            offsets.sort_unstable();
+            offsets.dedup();
+            let xip: Vec<String> = offsets.iter().map(|o| (xmin + o).to_string()).collect();
+            format!("{xmin}:{}:{}", xmin + span, xip.join(",")).into_bytes()
+        })
+        .boxed()
+}
+
 pub(crate) fn positive_int4() -> Param {
     (1..=i32::MAX)
         .prop_map(|v| v.to_be_bytes().to_vec())
