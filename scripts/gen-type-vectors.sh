@@ -180,6 +180,20 @@ SELECT * FROM vec('b:1790', 'refcursor', ARRAY[$$''$$, $$'my cursor'$$, $$'<unna
 SELECT * FROM vec('b:5038', 'pg_snapshot', ARRAY[
   $$'10:20:10,14,15'$$, $$'10:10:'$$, $$'100:200:'$$, $$'18446744073709551614:18446744073709551615:18446744073709551614'$$]);
 SELECT * FROM vec('b:2970', 'txid_snapshot', ARRAY[$$'10:20:10,14,15'$$, $$'3:3:'$$]);
+SELECT * FROM vec('b:600', 'point', ARRAY[
+  $$'(0,0)'$$, $$'(-0,1.5)'$$, $$'(1e300,-1e-300)'$$, $$'(NaN,Infinity)'$$, $$'(-Infinity,0.1)'$$,
+  $$'(1.7976931348623157e308,5e-324)'$$, $$'(123456789012345678,0.000001)'$$]);
+SELECT * FROM vec('b:601', 'lseg', ARRAY[$$'[(0,0),(1,1)]'$$, $$'((1.5,2.5),(-3,4e20))'$$]);
+SELECT * FROM vec('b:603', 'box', ARRAY[
+  $$'(1,1),(0,0)'$$, $$'((0,0),(1,1))'$$, $$'(-1.5,2),(3,-4e-5)'$$, $$'(2,2),(2,2)'$$]);
+SELECT * FROM vec('b:628', 'line', ARRAY[$$'{1,2,3}'$$, $$'{0,-1,0.5}'$$, $$'[(0,0),(1,1)]'$$, $$'{1e-300,-2,0}'$$]);
+SELECT * FROM vec('b:718', 'circle', ARRAY[$$'<(0,0),1>'$$, $$'((1.5,-2),0.25)'$$, $$'<(1e-10,1e10),0>'$$]);
+SELECT * FROM vec('b:602', 'path', ARRAY[
+  $$'[(0,0),(1,1),(2,0)]'$$, $$'((0,0),(1,1),(2,0))'$$, $$'[(1,2)]'$$,
+  $$(SELECT ('[' || string_agg(format('(%s,%s)', i, i * 0.5), ',') || ']') FROM generate_series(1, 20) i)$$]);
+SELECT * FROM vec('b:604', 'polygon', ARRAY[
+  $$'((0,0),(1,1),(2,0))'$$, $$'((1,2))'$$, $$'(3,4),(5,6)'$$,
+  $$(SELECT ('(' || string_agg(format('(%s,%s)', i, -i), ',') || ')') FROM generate_series(1, 20) i)$$]);
 SELECT * FROM vec('enum:' || 'mood'::regtype::oid, 'mood', ARRAY[
   $$'sad'$$, $$'early'$$, $$'ünï'$$, $$'NULL'$$]);
 SELECT * FROM vec('domain:' || 'posint'::regtype::oid || ':23', 'posint', ARRAY['5', '2147483647']);
@@ -234,6 +248,13 @@ SELECT * FROM vec('b:1013', 'oidvector[]', ARRAY[$$'{"26 23",NULL,""}'$$]);
 SELECT * FROM vec('b:2201', 'refcursor[]', ARRAY[$$'{a,"b c",""}'$$]);
 SELECT * FROM vec('b:5039', 'pg_snapshot[]', ARRAY[$$'{10:20:10,NULL,"3:3:"}'$$]);
 SELECT * FROM vec('b:2949', 'txid_snapshot[]', ARRAY[$$'{10:20:10\,14}'$$]);
+SELECT * FROM vec('b:1017', 'point[]', ARRAY[$$'{"(1,2)",NULL,"(NaN,-0)"}'$$]);
+SELECT * FROM vec('b:1018', 'lseg[]', ARRAY[$$'{"[(0,0),(1,1)]",NULL}'$$]);
+SELECT * FROM vec('b:1020', 'box[]', ARRAY[$$'{(1,1),(0,0);(3,3),(2,2);NULL}'$$, $$'{(1,1),(0,0)}'$$]);
+SELECT * FROM vec('b:629', 'line[]', ARRAY[$$'{"{1,2,3}",NULL}'$$]);
+SELECT * FROM vec('b:719', 'circle[]', ARRAY[$$'{"<(0,0),1>","<(1,2),3.5>"}'$$]);
+SELECT * FROM vec('b:1019', 'path[]', ARRAY[$$'{"[(0,0),(1,1)]",NULL,"((1,2))"}'$$]);
+SELECT * FROM vec('b:1027', 'polygon[]', ARRAY[$$'{"((0,0),(1,1),(2,0))",NULL}'$$]);
 SELECT * FROM vec('enumarr:' || 'mood[]'::regtype::oid || ':' || 'mood'::regtype::oid, 'mood[]',
   ARRAY[$$'{sad,NULL,"NULL","with space","quo\"te",ünï,early}'$$]);
 SELECT * FROM vec('domainarr:' || 'posint[]'::regtype::oid || ':' || 'posint'::regtype::oid || ':23',

@@ -96,6 +96,13 @@ const BUILTIN_CASES: &[(&str, &str, u32, BaseType)] = &[
     ("refcursor", "text", 25, BaseType::Refcursor),
     ("pg_snapshot", "text", 25, BaseType::PgSnapshot),
     ("txid_snapshot", "text", 25, BaseType::TxidSnapshot),
+    ("point", "point", 600, BaseType::Point),
+    ("lseg", "lseg", 601, BaseType::Lseg),
+    ("box", "box", 603, BaseType::Box),
+    ("line", "line", 628, BaseType::Line),
+    ("circle", "circle", 718, BaseType::Circle),
+    ("path", "path", 602, BaseType::Path),
+    ("polygon", "polygon", 604, BaseType::Polygon),
 ];
 
 /// Parameter values for a built-in type.
@@ -137,6 +144,12 @@ fn values_for(base: BaseType) -> Param {
         BaseType::Oidvector => strategies::oidvector(),
         BaseType::Refcursor => strategies::text(30),
         BaseType::PgSnapshot | BaseType::TxidSnapshot => strategies::snapshot(),
+        BaseType::Point => strategies::floats(2),
+        BaseType::Lseg | BaseType::Box => strategies::floats(4),
+        BaseType::Line => strategies::line(),
+        BaseType::Circle => strategies::circle(),
+        BaseType::Path => strategies::path(),
+        BaseType::Polygon => strategies::polygon(),
     }
 }
 
@@ -194,9 +207,17 @@ fn scalar_cases(client: &mut Client) -> Vec<(Case, u32)> {
 fn array_case(client: &mut Client, scalar: &Case, param_oid: u32) -> Case {
     let sql_type = format!("{}[]", scalar.sql_type);
     let oid = type_oid(client, &sql_type);
+    // The element type's delimiter: `;` for box, `,` for the others.
+    let delimiter: String = client
+        .query_one(
+            "SELECT typdelim::text FROM pg_type WHERE oid = $1::text::regtype",
+            &[&scalar.sql_type],
+        )
+        .expect("typdelim")
+        .get(0);
     Case {
         param_type: format!("{}[]", scalar.param_type),
-        ty: TypeInfo::array_of(oid, scalar.ty.clone(), b','),
+        ty: TypeInfo::array_of(oid, scalar.ty.clone(), delimiter.as_bytes()[0]),
         values: strategies::array(scalar.values.clone(), param_oid),
         cases: case_count(ARRAY_CASES),
         sql_type,

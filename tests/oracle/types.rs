@@ -48,3 +48,43 @@ fn bits_ids_and_vectors() {
     );
     o.assert_same(&[]);
 }
+
+/// point, lseg, box (whose arrays are delimited by `;`), line, circle,
+/// path (open and closed) and polygon, with special floats.
+#[test]
+fn geometric_types() {
+    let o = Oracle::new(
+        "oracle_geometry",
+        "CREATE DOMAIN dpoint AS point;
+         CREATE DOMAIN dbox AS box;
+         CREATE DOMAIN dpath AS path;
+         CREATE DOMAIN dpoly AS polygon;
+         CREATE DOMAIN dcircle AS circle;
+         CREATE DOMAIN dline AS line;
+         CREATE DOMAIN dlseg AS lseg;
+         CREATE TABLE g (
+             id int PRIMARY KEY, p point, l lseg, bx box, ln line, c circle, pa path, po polygon,
+             pa_ point[], la lseg[], bxa box[], lna line[], ca circle[], paa path[], poa polygon[],
+             dp dpoint, dbx dbox, dpa dpath, dpo dpoly, dc dcircle, dln dline, dl dlseg,
+             dbxa dbox[]);",
+    );
+    o.db.exec(
+        "INSERT INTO g (id) VALUES (1);
+         INSERT INTO g VALUES (2, '(1.5,-0)', '[(0,0),(1e300,1e-300)]', '(1,1),(0,0)',
+             '{1,-2,0.5}', '<(0,0),1>', '[(0,0),(1,1),(2,0)]', '((0,0),(1,1),(2,0))',
+             '{\"(1,2)\",NULL,\"(NaN,Infinity)\"}', '{\"[(0,0),(1,1)]\"}',
+             '{(1,1),(0,0);(3,3),(2,2);NULL}', '{\"{1,2,3}\",NULL}', '{\"<(1,2),3.5>\"}',
+             '{\"((1,2))\",\"[(0,0),(5e-324,1)]\"}', '{\"((0,0),(1,1),(2,0))\",NULL}',
+             '(-Infinity,0.1)', '(2,2),(2,2)', '((1,2),(3,4))', '((1,2))', '<(1e-10,1e10),0>',
+             '[(0,0),(1,1)]', '((1.5,2.5),(-3,4e20))', '{(1,1),(0,0);(2,2),(-1,-1)}');
+         INSERT INTO g (id, p, pa, po) VALUES
+             (3, point(1.7976931348623157e308, 5e-324),
+              (SELECT ('[' || string_agg(format('(%s,%s)', i, i * 0.1), ',') || ']')::path
+                 FROM generate_series(1, 300) i),
+              (SELECT ('(' || string_agg(format('(%s,%s)', i, -i / 3.0), ',') || ')')::polygon
+                 FROM generate_series(1, 300) i));
+         UPDATE g SET p = '(NaN,NaN)', c = '<(1,1),0.25>' WHERE id = 2;
+         DELETE FROM g WHERE id = 1;",
+    );
+    o.assert_same(&[]);
+}

@@ -38,12 +38,26 @@ pub enum BaseType {
     Oidvector,
     /// `json` (114).
     Json,
+    /// `point` (600).
+    Point,
+    /// `lseg` (601).
+    Lseg,
+    /// `path` (602).
+    Path,
+    /// `box` (603).
+    Box,
+    /// `polygon` (604).
+    Polygon,
+    /// `line` (628).
+    Line,
     /// `cidr` (650).
     Cidr,
     /// `float4` (700).
     Float4,
     /// `float8` (701).
     Float8,
+    /// `circle` (718).
+    Circle,
     /// `macaddr8` (774).
     Macaddr8,
     /// `money` (790).
@@ -138,9 +152,20 @@ const BUILTINS: &[Builtin] = &[
     row(BaseType::Cid, 29, 1012, 4, true, Align::Int),
     row(BaseType::Oidvector, 30, 1013, -1, false, Align::Int),
     row(BaseType::Json, 114, 199, -1, false, Align::Int),
+    row(BaseType::Point, 600, 1017, 16, false, Align::Double),
+    row(BaseType::Lseg, 601, 1018, 32, false, Align::Double),
+    row(BaseType::Path, 602, 1019, -1, false, Align::Double),
+    // box is the one built-in type whose array delimiter is not a comma.
+    Builtin {
+        delimiter: b';',
+        ..row(BaseType::Box, 603, 1020, 32, false, Align::Double)
+    },
+    row(BaseType::Polygon, 604, 1027, -1, false, Align::Double),
+    row(BaseType::Line, 628, 629, 24, false, Align::Double),
     row(BaseType::Cidr, 650, 651, -1, false, Align::Int),
     row(BaseType::Float4, 700, 1021, 4, true, Align::Int),
     row(BaseType::Float8, 701, 1022, 8, true, Align::Double),
+    row(BaseType::Circle, 718, 719, 24, false, Align::Double),
     row(BaseType::Macaddr8, 774, 775, 8, false, Align::Int),
     row(BaseType::Money, 790, 791, 8, true, Align::Double),
     row(BaseType::Macaddr, 829, 1040, 6, false, Align::Int),
@@ -167,7 +192,7 @@ const BUILTINS: &[Builtin] = &[
 
 impl BaseType {
     /// Every supported base type.
-    pub const ALL: [BaseType; 40] = [
+    pub const ALL: [BaseType; 47] = [
         BaseType::Bool,
         BaseType::Bytea,
         BaseType::Char,
@@ -183,9 +208,16 @@ impl BaseType {
         BaseType::Cid,
         BaseType::Oidvector,
         BaseType::Json,
+        BaseType::Point,
+        BaseType::Lseg,
+        BaseType::Path,
+        BaseType::Box,
+        BaseType::Polygon,
+        BaseType::Line,
         BaseType::Cidr,
         BaseType::Float4,
         BaseType::Float8,
+        BaseType::Circle,
         BaseType::Macaddr8,
         BaseType::Money,
         BaseType::Macaddr,

@@ -34,7 +34,8 @@
 //! varchar, bpchar, name, "char", bytea, date, time, timetz, timestamp,
 //! timestamptz, interval, uuid, json, jsonb, inet, cidr, macaddr, macaddr8,
 //! money, pg_lsn, bit, varbit, xid, xid8, cid, tid, int2vector, oidvector,
-//! refcursor, pg_snapshot, txid_snapshot, enums, domains over any of these,
+//! refcursor, pg_snapshot, txid_snapshot, the geometric types (point, lseg,
+//! box, line, circle, path, polygon), enums, domains over any of these,
 //! and arrays of any of them. Any other
 //! type yields [`TypeError::Unsupported`], so that the caller can name the
 //! column and fall back. Bytes that are not a valid value yield
@@ -46,6 +47,7 @@ mod builtin;
 mod datetime;
 mod error;
 mod float;
+mod geo;
 mod info;
 mod intvector;
 mod jsonb;
@@ -139,6 +141,13 @@ fn base_out(base: BaseType, oid: u32, datum: &[u8], out: &mut String) -> Result<
         BaseType::Macaddr => scalar::macaddr_out::<6>(oid, datum, out),
         BaseType::Macaddr8 => scalar::macaddr_out::<8>(oid, datum, out),
         BaseType::PgLsn => scalar::pg_lsn_out(oid, datum, out),
+        BaseType::Point => geo::geo_out(oid, geo::Shape::Point, datum, out),
+        BaseType::Lseg => geo::geo_out(oid, geo::Shape::Lseg, datum, out),
+        BaseType::Box => geo::geo_out(oid, geo::Shape::Box, datum, out),
+        BaseType::Line => geo::geo_out(oid, geo::Shape::Line, datum, out),
+        BaseType::Circle => geo::geo_out(oid, geo::Shape::Circle, datum, out),
+        BaseType::Path => geo::geo_out(oid, geo::Shape::Path, datum, out),
+        BaseType::Polygon => geo::geo_out(oid, geo::Shape::Polygon, datum, out),
         BaseType::Float4 => float::float4_out(oid, datum, out),
         BaseType::Float8 => float::float8_out(oid, datum, out),
         BaseType::Numeric => numeric::numeric_out(oid, datum, out),

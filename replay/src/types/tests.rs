@@ -229,6 +229,40 @@ fn bits_vectors_and_snapshots_check_their_lengths() {
 }
 
 #[test]
+fn geometric_values_print_their_floats_and_check_point_counts() {
+    let print = |base: BaseType, floats: &[f64], head: &[u8]| {
+        let mut b = head.to_vec();
+        for f in floats {
+            b.extend_from_slice(&f.to_le_bytes());
+        }
+        output(&TypeInfo::base(base), &b)
+    };
+    assert_eq!(
+        print(BaseType::Point, &[-0.0, f64::NAN], &[]).as_deref(),
+        Ok("(-0,NaN)")
+    );
+    assert_eq!(
+        print(BaseType::Circle, &[1.0, 2.0, f64::INFINITY], &[]).as_deref(),
+        Ok("<(1,2),Infinity>")
+    );
+    // An open path of two points: count, closed flag, padding, points.
+    let mut head = 2i32.to_le_bytes().to_vec();
+    head.extend_from_slice(&[0; 8]);
+    assert_eq!(
+        print(BaseType::Path, &[0.0, 0.5, 1e300, -1.0], &head).as_deref(),
+        Ok("[(0,0.5),(1e+300,-1)]")
+    );
+    assert!(matches!(
+        print(BaseType::Path, &[0.0, 0.5], &head),
+        Err(TypeError::Malformed { oid: 602, .. })
+    ));
+    assert!(matches!(
+        print(BaseType::Line, &[1.0, 2.0], &[]),
+        Err(TypeError::Malformed { oid: 628, .. })
+    ));
+}
+
+#[test]
 fn deep_jsonb_nesting_does_not_recurse() {
     // 100000 nested one-element arrays: `[[[…]]]`, built the way jsonb lays
     // them out (each level a container entry padded to 4 bytes).

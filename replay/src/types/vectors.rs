@@ -175,6 +175,13 @@ vector_tests! {
     oidvector_vectors => ["b:30", "b:1013"];
     refcursor_vectors => ["b:1790", "b:2201"];
     snapshot_vectors => ["b:5038", "b:5039", "b:2970", "b:2949"];
+    point_vectors => ["b:600", "b:1017"];
+    lseg_vectors => ["b:601", "b:1018"];
+    box_vectors => ["b:603", "b:1020"];
+    line_vectors => ["b:628", "b:629"];
+    circle_vectors => ["b:718", "b:719"];
+    path_vectors => ["b:602", "b:1019"];
+    polygon_vectors => ["b:604", "b:1027"];
     enum_vectors => ["enum", "enumarr"];
     domain_vectors => ["domain", "domainarr"];
     array_vectors => [
@@ -190,7 +197,9 @@ fn vectors_cover_both_header_forms_of_aligned_arrays() {
     let (enums, vectors) = load();
     // int8[] and float8[] elements are 8-byte aligned relative to a 4-byte
     // header; a 1-byte header shifts the payload, which must not matter.
-    for spec in ["b:1016", "b:1022", "b:1115", "b:3221", "b:271", "b:3802"] {
+    for spec in [
+        "b:1016", "b:1022", "b:1115", "b:3221", "b:271", "b:1017", "b:3802",
+    ] {
         let short = vectors
             .iter()
             .filter(|v| v.spec == spec)

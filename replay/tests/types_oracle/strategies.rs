@@ -154,6 +154,56 @@ pub(crate) fn float8() -> Param {
     .boxed()
 }
 
+/// `n` float8s back to back (a point, lseg or box in binary form).
+pub(crate) fn floats(n: usize) -> Param {
+    vec(float8(), n).prop_map(|v| v.concat()).boxed()
+}
+
+/// A line `{A,B,C}`: A and B not both (nearly) zero, which line_recv
+/// rejects.
+pub(crate) fn line() -> Param {
+    floats(3)
+        .prop_filter("A and B both zero", |b| {
+            let coef = |i: usize| f64::from_be_bytes(b[8 * i..8 * i + 8].try_into().unwrap());
+            !(coef(0).abs() <= 1e-6 && coef(1).abs() <= 1e-6)
+        })
+        .boxed()
+}
+
+/// A circle: center and a radius that is not negative.
+pub(crate) fn circle() -> Param {
+    (floats(2), float8())
+        .prop_map(|(mut center, radius)| {
+            let r = f64::from_be_bytes(radius[..8].try_into().unwrap());
+            center.extend_from_slice(&r.abs().to_be_bytes());
+            center
+        })
+        .boxed()
+}
+
+/// A path: closed flag, point count, points.
+pub(crate) fn path() -> Param {
+    (any::<bool>(), vec(floats(2), 1..8))
+        .prop_map(|(closed, points)| {
+            let mut b = vec![u8::from(closed)];
+            b.extend_from_slice(&(points.len() as i32).to_be_bytes());
+            b.extend_from_slice(&points.concat());
+            b
+        })
+        .boxed()
+}
+
+/// A polygon: point count, points.
+pub(crate) fn polygon() -> Param {
+    vec(floats(2), 1..8)
+        .prop_map(|points| {
+            let mut b = (points.len() as i32).to_be_bytes().to_vec();
+            b.extend_from_slice(&points.concat());
+            b
+        })
+        .boxed()
+}
+
 /// numeric literals: specials, plain decimals of random scale, exponents.
 pub(crate) fn numeric() -> Param {
     prop_oneof![
