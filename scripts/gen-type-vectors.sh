@@ -16,6 +16,8 @@
 #   b:<oid>                       a built-in type or its array type
 #   enum:<oid>  enumarr:<array oid>:<enum oid>
 #   domain:<oid>:<base oid>  domainarr:<array oid>:<domain oid>:<base oid>
+#   range:<oid>:<subtype oid>  multirange:<oid>:<range oid>:<subtype oid>
+#                                 a user-defined range over a built-in type
 # and <header> is `plain` or `short` (which column the bytes come from).
 #
 # Usage: scripts/gen-type-vectors.sh   (starts the private cluster if needed)
@@ -45,6 +47,9 @@ CREATE TYPE mood AS ENUM ('sad', 'ok', 'happy', 'NULL', 'with space', 'quo"te', 
 ALTER TYPE mood ADD VALUE 'early' BEFORE 'sad';
 CREATE DOMAIN posint AS int4 CHECK (VALUE > 0);
 CREATE DOMAIN dtext AS text;
+CREATE TYPE textrange AS RANGE (subtype = text);
+CREATE TYPE float8range AS RANGE (subtype = float8);
+CREATE TYPE intervalrange AS RANGE (subtype = interval);
 
 -- Stores each expression (cast to typ) and returns its bytes and output text.
 CREATE FUNCTION vec(spec text, typ text, exprs text[])
@@ -194,6 +199,44 @@ SELECT * FROM vec('b:602', 'path', ARRAY[
 SELECT * FROM vec('b:604', 'polygon', ARRAY[
   $$'((0,0),(1,1),(2,0))'$$, $$'((1,2))'$$, $$'(3,4),(5,6)'$$,
   $$(SELECT ('(' || string_agg(format('(%s,%s)', i, -i), ',') || ')') FROM generate_series(1, 20) i)$$]);
+SELECT * FROM vec('b:3904', 'int4range', ARRAY[
+  $$'empty'$$, $$'[1,5)'$$, $$'(1,5]'$$, $$'(,5)'$$, $$'[-2147483648,)'$$, $$'(,)'$$,
+  $$'[3,3]'$$, $$'[3,3)'$$]);
+SELECT * FROM vec('b:3926', 'int8range', ARRAY[
+  $$'[1,9223372036854775807)'$$, $$'(,0]'$$, $$'[-9223372036854775808,)'$$]);
+SELECT * FROM vec('b:3906', 'numrange', ARRAY[
+  $$'[1.5,2.25]'$$, $$'(-Infinity,NaN]'$$, $$'(,1e-300)'$$, $$'[0.000,)'$$,
+  $$numrange(repeat('9', 300)::numeric, NULL)$$]);
+SELECT * FROM vec('b:3908', 'tsrange', ARRAY[
+  $$'[2000-01-01,2000-01-02)'$$, $$'(-infinity,infinity)'$$, $$'("4713-01-01 00:00:00 BC",)'$$]);
+SELECT * FROM vec('b:3910', 'tstzrange', ARRAY[
+  $$'[2000-01-01 00:00:00+00,2000-01-02 12:34:56.789+05:30]'$$, $$'(,"2024-06-30 12:00:00+00")'$$]);
+SELECT * FROM vec('b:3912', 'daterange', ARRAY[
+  $$'[2000-01-01,2000-01-10]'$$, $$'(,infinity)'$$, $$'(2000-01-01,2000-01-02)'$$]);
+SELECT * FROM vec('range:' || 'textrange'::regtype::oid || ':25', 'textrange', ARRAY[
+  $$'[a,b)'$$, $$'["a b","c,d"]'$$, $$'(,"")'$$, $$'["(par)","q\"x"]'$$, $$'["[z]",ü)'$$, $$'empty'$$,
+  $$textrange(repeat('x', 200), NULL)$$, $$textrange('', NULL)$$, $$textrange(E'back\\slash', 'tab' || E'\t')$$]);
+SELECT * FROM vec('range:' || 'float8range'::regtype::oid || ':701', 'float8range', ARRAY[
+  $$'[-Infinity,0.1)'$$, $$'[1e300,NaN]'$$, $$'(-0,5e-324)'$$]);
+SELECT * FROM vec('range:' || 'intervalrange'::regtype::oid || ':1186', 'intervalrange', ARRAY[
+  $$'[1 day,2 years)'$$, $$'(,-00:00:01]'$$]);
+SELECT * FROM vec('b:4451', 'int4multirange', ARRAY[
+  $$'{}'$$, $$'{[1,3)}'$$, $$'{[1,3),[5,7),[9,11),[13,15),[17,19),[21,23),[25,27),[29,31),[33,35)}'$$,
+  $$'{(,1),[2,)}'$$, $$'{empty}'$$]);
+SELECT * FROM vec('b:4536', 'int8multirange', ARRAY[$$'{[1,2),[4,5),[7,8),[10,11),[13,14)}'$$]);
+SELECT * FROM vec('b:4532', 'nummultirange', ARRAY[
+  $$'{[1.5,2.25],(3,)}'$$, $$'{(,-1e10),[0.001,0.002],[1,1]}'$$]);
+SELECT * FROM vec('b:4533', 'tsmultirange', ARRAY[
+  $$'{[2000-01-01,2000-01-02),(,1999-01-01]}'$$,
+  $$(SELECT range_agg(tsrange('2000-01-01'::timestamp + i * interval '2 day', '2000-01-01'::timestamp + (2 * i + 1) * interval '1 day')) FROM generate_series(1, 9) i)$$]);
+SELECT * FROM vec('b:4534', 'tstzmultirange', ARRAY[$$'{[2000-01-01 00:00:00+00,2000-01-02 00:00:00+00)}'$$]);
+SELECT * FROM vec('b:4535', 'datemultirange', ARRAY[$$'{[2000-01-01,2000-01-05),[2000-02-01,)}'$$]);
+SELECT * FROM vec('multirange:' || 'textmultirange'::regtype::oid || ':' || 'textrange'::regtype::oid || ':25',
+  'textmultirange', ARRAY[
+  $$'{[a,b),(c,d]}'$$, $$'{["a b","c,d"],("q\"x",)}'$$, $$'{}'$$,
+  $$(SELECT range_agg(textrange(repeat(chr(97 + i), 20 + i), repeat(chr(97 + i), 21 + i))) FROM generate_series(0, 9) i)$$]);
+SELECT * FROM vec('multirange:' || 'float8multirange'::regtype::oid || ':' || 'float8range'::regtype::oid || ':701',
+  'float8multirange', ARRAY[$$'{[-Infinity,0.1),[1e300,NaN]}'$$]);
 SELECT * FROM vec('enum:' || 'mood'::regtype::oid, 'mood', ARRAY[
   $$'sad'$$, $$'early'$$, $$'ünï'$$, $$'NULL'$$]);
 SELECT * FROM vec('domain:' || 'posint'::regtype::oid || ':23', 'posint', ARRAY['5', '2147483647']);
@@ -255,6 +298,18 @@ SELECT * FROM vec('b:629', 'line[]', ARRAY[$$'{"{1,2,3}",NULL}'$$]);
 SELECT * FROM vec('b:719', 'circle[]', ARRAY[$$'{"<(0,0),1>","<(1,2),3.5>"}'$$]);
 SELECT * FROM vec('b:1019', 'path[]', ARRAY[$$'{"[(0,0),(1,1)]",NULL,"((1,2))"}'$$]);
 SELECT * FROM vec('b:1027', 'polygon[]', ARRAY[$$'{"((0,0),(1,1),(2,0))",NULL}'$$]);
+SELECT * FROM vec('b:3905', 'int4range[]', ARRAY[$$'{"[1,5)",empty,NULL,"(,)"}'$$]);
+SELECT * FROM vec('b:3927', 'int8range[]', ARRAY[$$'{"[1,2)","[5,)"}'$$]);
+SELECT * FROM vec('b:3907', 'numrange[]', ARRAY[$$'{"[1.5,2.5]",NULL}'$$]);
+SELECT * FROM vec('b:3909', 'tsrange[]', ARRAY[$$'{"[2000-01-01,2000-01-02)"}'$$]);
+SELECT * FROM vec('b:3911', 'tstzrange[]', ARRAY[$$'{"[2000-01-01 00:00:00+00,)"}'$$]);
+SELECT * FROM vec('b:3913', 'daterange[]', ARRAY[$$'{"[2000-01-01,2000-01-10)",empty}'$$]);
+SELECT * FROM vec('b:6150', 'int4multirange[]', ARRAY[$$'{"{[1,3),[5,7)}","{}",NULL}'$$]);
+SELECT * FROM vec('b:6157', 'int8multirange[]', ARRAY[$$'{"{[1,3)}"}'$$]);
+SELECT * FROM vec('b:6151', 'nummultirange[]', ARRAY[$$'{"{[1.5,2)}"}'$$]);
+SELECT * FROM vec('b:6152', 'tsmultirange[]', ARRAY[$$'{"{[2000-01-01,2000-01-02)}"}'$$]);
+SELECT * FROM vec('b:6153', 'tstzmultirange[]', ARRAY[$$'{"{[2000-01-01 00:00:00+00,)}"}'$$]);
+SELECT * FROM vec('b:6155', 'datemultirange[]', ARRAY[$$'{"{[2000-01-01,2000-01-05)}"}'$$]);
 SELECT * FROM vec('enumarr:' || 'mood[]'::regtype::oid || ':' || 'mood'::regtype::oid, 'mood[]',
   ARRAY[$$'{sad,NULL,"NULL","with space","quo\"te",ünï,early}'$$]);
 SELECT * FROM vec('domainarr:' || 'posint[]'::regtype::oid || ':' || 'posint'::regtype::oid || ':23',

@@ -22,6 +22,7 @@ use std::collections::HashMap;
 use std::time::Instant;
 
 use postgres::Client;
+use proptest::prelude::Strategy;
 use proptest::test_runner::{Config as RunConfig, TestCaseError, TestRunner};
 use walfill_replay::types::{output, BaseType, TypeInfo};
 
@@ -200,6 +201,105 @@ fn scalar_cases(client: &mut Client) -> Vec<(Case, u32)> {
     ));
     let ltext = TypeInfo::domain(type_oid(client, "ltext"), TypeInfo::base(BaseType::Text));
     out.push((case("ltext", "text", ltext, strategies::text(20)), 25));
+    out.extend(range_cases(client));
+    out
+}
+
+/// The built-in ranges and a user-defined range over text, each with its
+/// multirange. Bounds go in binary, ordered by their sort key (a signed
+/// integer's big-endian bytes with the sign bit flipped, text's bytes: the
+/// test database collates in C); numrange goes as text.
+fn range_cases(client: &mut Client) -> Vec<(Case, u32)> {
+    use strategies::{range, Key};
+    let no_top = |p: Param, top: Vec<u8>| {
+        p.prop_filter("canonical form overflows", move |v| *v != top)
+            .boxed()
+    };
+    let specs: Vec<(&str, &str, BaseType, Param, &str)> = vec![
+        (
+            "int4range",
+            "int4multirange",
+            BaseType::Int4,
+            range(
+                no_top(strategies::int4(), i32::MAX.to_be_bytes().to_vec()),
+                Key::Signed,
+            ),
+            "int4range",
+        ),
+        (
+            "int8range",
+            "int8multirange",
+            BaseType::Int8,
+            range(
+                no_top(strategies::int8(), i64::MAX.to_be_bytes().to_vec()),
+                Key::Signed,
+            ),
+            "int8range",
+        ),
+        (
+            "numrange",
+            "nummultirange",
+            BaseType::Numeric,
+            strategies::numrange(),
+            "text",
+        ),
+        (
+            "tsrange",
+            "tsmultirange",
+            BaseType::Timestamp,
+            range(strategies::timestamp(), Key::Signed),
+            "tsrange",
+        ),
+        (
+            "tstzrange",
+            "tstzmultirange",
+            BaseType::Timestamptz,
+            range(strategies::timestamp(), Key::Signed),
+            "tstzrange",
+        ),
+        (
+            "daterange",
+            "datemultirange",
+            BaseType::Date,
+            range(strategies::date_for_ranges(), Key::Signed),
+            "daterange",
+        ),
+        (
+            "textrange",
+            "textmultirange",
+            BaseType::Text,
+            range(strategies::text(12), Key::Bytes),
+            "textrange",
+        ),
+    ];
+    let mut out = Vec::new();
+    for (sql, multi_sql, subtype, values, param) in specs {
+        let oid = type_oid(client, sql);
+        let ty = TypeInfo::range_of(oid, TypeInfo::base(subtype));
+        let multi = TypeInfo::multirange_of(type_oid(client, multi_sql), ty.clone());
+        let param_oid = type_oid(client, param);
+        let (multi_param, multi_values) = if param == "text" {
+            (
+                "text".to_string(),
+                strategies::multirange_text(values.clone()),
+            )
+        } else {
+            (
+                multi_sql.to_string(),
+                strategies::multirange(values.clone()),
+            )
+        };
+        let case = |sql: &str, param: String, ty: TypeInfo, values: Param| Case {
+            sql_type: sql.to_string(),
+            param_type: param,
+            ty,
+            values,
+            cases: case_count(SCALAR_CASES),
+        };
+        out.push((case(sql, param.to_string(), ty, values), param_oid));
+        let multi_oid = type_oid(client, &multi_param);
+        out.push((case(multi_sql, multi_param, multi, multi_values), multi_oid));
+    }
     out
 }
 

@@ -284,6 +284,51 @@ impl BaseType {
     }
 }
 
+/// A built-in range type: its OID and its array's, its multirange's and
+/// that one's array's, and its subtype (`pg_range`, PostgreSQL 15 to 18).
+pub(super) struct BuiltinRange {
+    pub(super) oid: u32,
+    pub(super) array_oid: u32,
+    pub(super) multirange_oid: u32,
+    pub(super) multirange_array_oid: u32,
+    pub(super) subtype: BaseType,
+}
+
+const fn range(
+    oid: u32,
+    array_oid: u32,
+    multirange_oid: u32,
+    multirange_array_oid: u32,
+    subtype: BaseType,
+) -> BuiltinRange {
+    BuiltinRange {
+        oid,
+        array_oid,
+        multirange_oid,
+        multirange_array_oid,
+        subtype,
+    }
+}
+
+/// int4range, numrange, tsrange, tstzrange, daterange and int8range.
+pub(super) const RANGES: &[BuiltinRange] = &[
+    range(3904, 3905, 4451, 6150, BaseType::Int4),
+    range(3906, 3907, 4532, 6151, BaseType::Numeric),
+    range(3908, 3909, 4533, 6152, BaseType::Timestamp),
+    range(3910, 3911, 4534, 6153, BaseType::Timestamptz),
+    range(3912, 3913, 4535, 6155, BaseType::Date),
+    range(3926, 3927, 4536, 6157, BaseType::Int8),
+];
+
+impl BuiltinRange {
+    /// The built-in range whose range, multirange or array type has this OID.
+    pub(super) fn find(oid: u32) -> Option<&'static BuiltinRange> {
+        RANGES
+            .iter()
+            .find(|r| [r.oid, r.array_oid, r.multirange_oid, r.multirange_array_oid].contains(&oid))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

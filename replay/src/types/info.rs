@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 
 pub use crate::tuple::Align;
 
-use super::builtin::BaseType;
+use super::builtin::{BaseType, BuiltinRange};
 
 /// How values of a type are printed.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -34,6 +34,16 @@ pub enum TypeKind {
     Domain {
         /// The domain's base type.
         base: Box<TypeInfo>,
+    },
+    /// A range type over `subtype`.
+    Range {
+        /// The type of the bounds.
+        subtype: Box<TypeInfo>,
+    },
+    /// A multirange type over `range` (a [`TypeKind::Range`]).
+    Multirange {
+        /// The range type of its members.
+        range: Box<TypeInfo>,
     },
     /// A type this module cannot print; `name` helps the error message.
     Unsupported {
@@ -58,10 +68,21 @@ pub struct TypeInfo {
 }
 
 impl TypeInfo {
-    /// A supported built-in base type or its standard array type, by OID.
+    /// A supported built-in base, range or multirange type or its standard
+    /// array type, by OID.
     pub fn builtin(oid: u32) -> Option<TypeInfo> {
         if let Some(base) = BaseType::from_oid(oid) {
             return Some(TypeInfo::base(base));
+        }
+        if let Some(r) = BuiltinRange::find(oid) {
+            let range = TypeInfo::range_of(r.oid, TypeInfo::base(r.subtype));
+            let multirange = TypeInfo::multirange_of(r.multirange_oid, range.clone());
+            return Some(match oid {
+                o if o == r.oid => range,
+                o if o == r.array_oid => TypeInfo::array_of(o, range, b','),
+                o if o == r.multirange_oid => multirange,
+                o => TypeInfo::array_of(o, multirange, b','),
+            });
         }
         let base = BaseType::from_array_oid(oid)?;
         Some(TypeInfo::array_of(
@@ -86,11 +107,7 @@ impl TypeInfo {
     /// An array type `oid` over `element`, laid out the way `CREATE TYPE` lays
     /// out array types: varlena, 8-byte aligned if the element is, else 4.
     pub fn array_of(oid: u32, element: TypeInfo, delimiter: u8) -> TypeInfo {
-        let align = if element.align == Align::Double {
-            Align::Double
-        } else {
-            Align::Int
-        };
+        let align = container_align(element.align);
         TypeInfo {
             oid,
             len: -1,
@@ -127,6 +144,34 @@ impl TypeInfo {
         }
     }
 
+    /// A range type `oid` over `subtype`, laid out the way `CREATE TYPE ...
+    /// AS RANGE` lays ranges out: varlena, 8-byte aligned if the subtype is,
+    /// else 4.
+    pub fn range_of(oid: u32, subtype: TypeInfo) -> TypeInfo {
+        TypeInfo {
+            oid,
+            len: -1,
+            byval: false,
+            align: container_align(subtype.align),
+            kind: TypeKind::Range {
+                subtype: Box::new(subtype),
+            },
+        }
+    }
+
+    /// A multirange type `oid` over the range type `range`; aligned like it.
+    pub fn multirange_of(oid: u32, range: TypeInfo) -> TypeInfo {
+        TypeInfo {
+            oid,
+            len: -1,
+            byval: false,
+            align: range.align,
+            kind: TypeKind::Multirange {
+                range: Box::new(range),
+            },
+        }
+    }
+
     /// A type that cannot be printed, with its layout (so tuples holding it
     /// can still be walked) and, if known, its name.
     pub fn unsupported(
@@ -148,6 +193,29 @@ impl TypeInfo {
     /// Whether values of this type are varlena (`typlen` −1).
     pub fn is_varlena(&self) -> bool {
         self.len == -1
+    }
+
+    /// The first type, this one or one inside it (an element, a domain's
+    /// base, a range's subtype, ...), that cannot be printed.
+    pub fn first_unsupported(&self) -> Option<&TypeInfo> {
+        match &self.kind {
+            TypeKind::Unsupported { .. } => Some(self),
+            TypeKind::Base(_) | TypeKind::Enum { .. } => None,
+            TypeKind::Array { element: inner, .. }
+            | TypeKind::Domain { base: inner }
+            | TypeKind::Range { subtype: inner }
+            | TypeKind::Multirange { range: inner } => inner.first_unsupported(),
+        }
+    }
+}
+
+/// The alignment of a varlena container (array, range) of values aligned
+/// to `inner`: 8 bytes if they are, else 4.
+fn container_align(inner: Align) -> Align {
+    if inner == Align::Double {
+        Align::Double
+    } else {
+        Align::Int
     }
 }
 

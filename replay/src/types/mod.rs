@@ -35,10 +35,10 @@
 //! timestamptz, interval, uuid, json, jsonb, inet, cidr, macaddr, macaddr8,
 //! money, pg_lsn, bit, varbit, xid, xid8, cid, tid, int2vector, oidvector,
 //! refcursor, pg_snapshot, txid_snapshot, the geometric types (point, lseg,
-//! box, line, circle, path, polygon), enums, domains over any of these,
-//! and arrays of any of them. Any other
-//! type yields [`TypeError::Unsupported`], so that the caller can name the
-//! column and fall back. Bytes that are not a valid value yield
+//! box, line, circle, path, polygon), enums, ranges and multiranges over
+//! any of these, domains over any of these, and arrays of any of them. Any
+//! other type yields [`TypeError::Unsupported`], so that the caller can name
+//! the column and fall back. Bytes that are not a valid value yield
 //! [`TypeError::Malformed`]; no input makes this module panic.
 
 mod array;
@@ -55,6 +55,7 @@ mod network;
 mod numeric;
 mod pow5;
 mod push;
+mod range;
 mod read;
 mod ryu;
 mod scalar;
@@ -104,11 +105,35 @@ fn write(ty: &TypeInfo, datum: &[u8], out: &mut String) -> Result<(), TypeError>
             array::array_out(ty.oid, element, *delimiter, datum, out)
         }
         TypeKind::Domain { base } => write(base, datum, out),
+        TypeKind::Range { subtype } => {
+            ensure_supported(subtype)?;
+            range::range_out(ty.oid, subtype, datum, out)
+        }
+        TypeKind::Multirange { range } => {
+            ensure_supported(range)?;
+            range::multirange_out(ty.oid, range, datum, out)
+        }
         TypeKind::Unsupported { name } => Err(TypeError::Unsupported {
             oid: ty.oid,
             name: name.clone(),
         }),
     }
+}
+
+/// Fails if `ty`, or a type inside it, cannot be printed: a container
+/// fails even when it holds no value of that type.
+fn ensure_supported(ty: &TypeInfo) -> Result<(), TypeError> {
+    ty.first_unsupported()
+        .map_or(Ok(()), |t| Err(unsupported(t)))
+}
+
+/// The error for a type that cannot be printed.
+fn unsupported(ty: &TypeInfo) -> TypeError {
+    let name = match &ty.kind {
+        TypeKind::Unsupported { name } => name.clone(),
+        _ => None,
+    };
+    TypeError::Unsupported { oid: ty.oid, name }
 }
 
 fn base_out(base: BaseType, oid: u32, datum: &[u8], out: &mut String) -> Result<(), TypeError> {

@@ -26,6 +26,12 @@ fn all_types() -> Vec<TypeInfo> {
     let dom_arr = TypeInfo::domain(70004, TypeInfo::builtin(1016).expect("int8[]"));
     types.push(TypeInfo::array_of(70005, dom_arr.clone(), b';'));
     types.push(dom_arr);
+    for oid in [3904, 3905, 4451, 6150, 3906, 4532, 3908, 4533, 3926, 4536] {
+        types.push(TypeInfo::builtin(oid).expect("built-in range"));
+    }
+    let textrange = TypeInfo::range_of(70006, TypeInfo::base(BaseType::Text));
+    types.push(TypeInfo::multirange_of(70007, textrange.clone()));
+    types.push(textrange);
     let odd = TypeInfo::unsupported(2205, 4, true, Align::Int, Some("regclass".into()));
     types.push(TypeInfo::array_of(2210, odd.clone(), b','));
     types.push(odd);
@@ -259,6 +265,67 @@ fn geometric_values_print_their_floats_and_check_point_counts() {
     assert!(matches!(
         print(BaseType::Line, &[1.0, 2.0], &[]),
         Err(TypeError::Malformed { oid: 628, .. })
+    ));
+}
+
+#[test]
+fn ranges_check_their_type_and_follow_multirange_offsets() {
+    let int4range = TypeInfo::builtin(3904).expect("int4range");
+    let range = |flags: u8, bounds: &[i32]| {
+        let mut b = 3904u32.to_le_bytes().to_vec();
+        for v in bounds {
+            b.extend_from_slice(&v.to_le_bytes());
+        }
+        b.push(flags);
+        b
+    };
+    assert_eq!(
+        output(&int4range, &range(0x02, &[1, 5])).as_deref(),
+        Ok("[1,5)")
+    );
+    assert_eq!(
+        output(&int4range, &range(0x01, &[])).as_deref(),
+        Ok("empty")
+    );
+    // Lower bound infinite, upper inclusive.
+    assert_eq!(
+        output(&int4range, &range(0x0c, &[7])).as_deref(),
+        Ok("(,7]")
+    );
+    // A bound the flags promise but the value lacks.
+    assert!(matches!(
+        output(&int4range, &range(0x02, &[1])),
+        Err(TypeError::Malformed { .. })
+    ));
+    // Another range type's value.
+    let mut other = range(0x02, &[1, 5]);
+    other[..4].copy_from_slice(&3926u32.to_le_bytes());
+    assert!(matches!(
+        output(&int4range, &other),
+        Err(TypeError::Malformed { oid: 3904, .. })
+    ));
+
+    // Six ranges: items 1-3 are lengths, item 4 an offset (high bit), item
+    // 5 a length again.
+    let multi = TypeInfo::builtin(4451).expect("int4multirange");
+    let mut b = 4451u32.to_le_bytes().to_vec();
+    b.extend_from_slice(&6u32.to_le_bytes());
+    for item in [8u32, 8, 8, 0x8000_0020, 8] {
+        b.extend_from_slice(&item.to_le_bytes());
+    }
+    b.extend_from_slice(&[0x02; 6]);
+    b.extend_from_slice(&[0, 0]); // pad to the subtype's alignment
+    for v in 0..12i32 {
+        b.extend_from_slice(&(4 * v).to_le_bytes());
+    }
+    assert_eq!(
+        output(&multi, &b).as_deref(),
+        Ok("{[0,4),[8,12),[16,20),[24,28),[32,36),[40,44)}")
+    );
+    b.truncate(b.len() - 4);
+    assert!(matches!(
+        output(&multi, &b),
+        Err(TypeError::Malformed { .. })
     ));
 }
 

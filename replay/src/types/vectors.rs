@@ -67,6 +67,10 @@ pub(super) fn type_of(spec: &str, enums: &HashMap<u32, HashMap<u32, String>>) ->
         "enumarr" => TypeInfo::array_of(num(1), enum_type(num(2)), b','),
         "domain" => TypeInfo::domain(num(1), builtin(num(2))),
         "domainarr" => TypeInfo::array_of(num(1), TypeInfo::domain(num(2), builtin(num(3))), b','),
+        "range" => TypeInfo::range_of(num(1), builtin(num(2))),
+        "multirange" => {
+            TypeInfo::multirange_of(num(1), TypeInfo::range_of(num(2), builtin(num(3))))
+        }
         other => panic!("unknown type spec {other}"),
     }
 }
@@ -182,6 +186,14 @@ vector_tests! {
     circle_vectors => ["b:718", "b:719"];
     path_vectors => ["b:602", "b:1019"];
     polygon_vectors => ["b:604", "b:1027"];
+    range_vectors => [
+        "b:3904", "b:3926", "b:3906", "b:3908", "b:3910", "b:3912",
+        "b:3905", "b:3927", "b:3907", "b:3909", "b:3911", "b:3913", "range"
+    ];
+    multirange_vectors => [
+        "b:4451", "b:4536", "b:4532", "b:4533", "b:4534", "b:4535",
+        "b:6150", "b:6157", "b:6151", "b:6152", "b:6153", "b:6155", "multirange"
+    ];
     enum_vectors => ["enum", "enumarr"];
     domain_vectors => ["domain", "domainarr"];
     array_vectors => [

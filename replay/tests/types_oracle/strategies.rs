@@ -434,6 +434,145 @@ pub(crate) fn json() -> Param {
         .boxed()
 }
 
+/// How range bounds sort, from their binary form.
+#[derive(Clone, Copy)]
+pub(crate) enum Key {
+    /// A big-endian signed integer (int, timestamp, date).
+    Signed,
+    /// Bytes (text in the C collation).
+    Bytes,
+}
+
+fn sort_key(key: Key, bytes: &[u8]) -> Vec<u8> {
+    let mut k = bytes.to_vec();
+    if let (Key::Signed, Some(first)) = (key, k.first_mut()) {
+        *first ^= 0x80;
+    }
+    k
+}
+
+const RANGE_EMPTY: u8 = 0x01;
+const RANGE_LB_INC: u8 = 0x02;
+const RANGE_UB_INC: u8 = 0x04;
+const RANGE_LB_INF: u8 = 0x08;
+const RANGE_UB_INF: u8 = 0x10;
+
+/// Range flags: empty now and then, else any mix of inclusive and infinite
+/// bounds.
+fn range_flags() -> impl Strategy<Value = u8> {
+    prop_oneof![
+        1 => Just(RANGE_EMPTY),
+        9 => (0u8..16).prop_map(|b| {
+            [RANGE_LB_INC, RANGE_UB_INC, RANGE_LB_INF, RANGE_UB_INF]
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| b & (1 << i) != 0)
+                .fold(0, |f, (_, bit)| f | bit)
+        }),
+    ]
+}
+
+/// A range in binary form (flags, then each finite bound as length and
+/// value) over bounds drawn from `bound`, the lower one not above the
+/// upper one.
+pub(crate) fn range(bound: Param, key: Key) -> Param {
+    (range_flags(), bound.clone(), bound)
+        .prop_map(move |(flags, a, b)| {
+            let (lo, hi) = if sort_key(key, &a) <= sort_key(key, &b) {
+                (a, b)
+            } else {
+                (b, a)
+            };
+            let mut out = vec![flags];
+            if flags & RANGE_EMPTY == 0 {
+                for (inf, v) in [(RANGE_LB_INF, lo), (RANGE_UB_INF, hi)] {
+                    if flags & inf == 0 {
+                        out.extend_from_slice(&(v.len() as i32).to_be_bytes());
+                        out.extend_from_slice(&v);
+                    }
+                }
+            }
+            out
+        })
+        .boxed()
+}
+
+/// numrange text: decimal bounds of a shared scale, in order, inclusive or
+/// not, infinite now and then.
+pub(crate) fn numrange() -> Param {
+    (range_flags(), any::<i64>(), any::<i64>(), 0..8u32)
+        .prop_map(|(flags, a, b, scale)| {
+            if flags & RANGE_EMPTY != 0 {
+                return b"empty".to_vec();
+            }
+            let (lo, hi) = (a.min(b), a.max(b));
+            let num = |v: i64| {
+                let digits = v.unsigned_abs().to_string();
+                let scale = scale as usize;
+                let padded = format!("{digits:0>width$}", width = scale + 1);
+                let (int, frac) = padded.split_at(padded.len() - scale);
+                let sign = if v < 0 { "-" } else { "" };
+                if scale == 0 {
+                    format!("{sign}{int}")
+                } else {
+                    format!("{sign}{int}.{frac}")
+                }
+            };
+            let lower = if flags & RANGE_LB_INF != 0 {
+                String::new()
+            } else {
+                num(lo)
+            };
+            let upper = if flags & RANGE_UB_INF != 0 {
+                String::new()
+            } else {
+                num(hi)
+            };
+            let open = if flags & RANGE_LB_INC != 0 { '[' } else { '(' };
+            let close = if flags & RANGE_UB_INC != 0 { ']' } else { ')' };
+            format!("{open}{lower},{upper}{close}").into_bytes()
+        })
+        .boxed()
+}
+
+/// A multirange in binary form: a count, then each range's length and
+/// binary form.
+pub(crate) fn multirange(range: Param) -> Param {
+    vec(range, 0..5)
+        .prop_map(|ranges| {
+            let mut out = (ranges.len() as i32).to_be_bytes().to_vec();
+            for r in ranges {
+                out.extend_from_slice(&(r.len() as i32).to_be_bytes());
+                out.extend_from_slice(&r);
+            }
+            out
+        })
+        .boxed()
+}
+
+/// A multirange in text form from ranges in text form.
+pub(crate) fn multirange_text(range: Param) -> Param {
+    vec(range, 0..5)
+        .prop_map(|ranges| {
+            let texts: Vec<String> = ranges
+                .into_iter()
+                .map(|r| String::from_utf8(r).unwrap_or_default())
+                .collect();
+            format!("{{{}}}", texts.join(",")).into_bytes()
+        })
+        .boxed()
+}
+
+/// Dates whose successor is a date too (daterange's canonical form adds a
+/// day to an exclusive lower or inclusive upper bound).
+pub(crate) fn date_for_ranges() -> Param {
+    date()
+        .prop_filter("last valid date", |d| {
+            d.as_slice() != (END_DATE - 1).to_be_bytes()
+        })
+        .boxed()
+}
+
 /// A binary array of `elem_oid` elements drawn from `elem`: empty, or 1 to
 /// 3 dimensions with random lower bounds and about one NULL in five.
 pub(crate) fn array(elem: Param, elem_oid: u32) -> Param {
