@@ -16,6 +16,8 @@
 #   b:<oid>                       a built-in type or its array type
 #   enum:<oid>  enumarr:<array oid>:<enum oid>
 #   domain:<oid>:<base oid>  domainarr:<array oid>:<domain oid>:<base oid>
+#   range:<oid>:<subtype oid>  multirange:<oid>:<range oid>:<subtype oid>
+#                                 a user-defined range over a built-in type
 # and <header> is `plain` or `short` (which column the bytes come from).
 #
 # Usage: scripts/gen-type-vectors.sh   (starts the private cluster if needed)
@@ -45,6 +47,9 @@ CREATE TYPE mood AS ENUM ('sad', 'ok', 'happy', 'NULL', 'with space', 'quo"te', 
 ALTER TYPE mood ADD VALUE 'early' BEFORE 'sad';
 CREATE DOMAIN posint AS int4 CHECK (VALUE > 0);
 CREATE DOMAIN dtext AS text;
+CREATE TYPE textrange AS RANGE (subtype = text);
+CREATE TYPE float8range AS RANGE (subtype = float8);
+CREATE TYPE intervalrange AS RANGE (subtype = interval);
 
 -- Stores each expression (cast to typ) and returns its bytes and output text.
 CREATE FUNCTION vec(spec text, typ text, exprs text[])
@@ -161,6 +166,77 @@ SELECT * FROM vec('b:790', 'money', ARRAY[
   $$'92233720368547758.07'$$, $$'0.01'$$, $$'-0.01'$$, $$'999.99'$$, $$'1000'$$]);
 SELECT * FROM vec('b:3220', 'pg_lsn', ARRAY[
   $$'0/0'$$, $$'0/16B3748'$$, $$'1/0'$$, $$'1a/b0c'$$, $$'FFFFFFFF/FFFFFFFF'$$, $$'0/FFFFFFFF'$$]);
+SELECT * FROM vec('b:1560', 'bit(12)', ARRAY[$$B'101010101010'$$, $$B'000000000001'$$, $$B'111111111111'$$]);
+SELECT * FROM vec('b:1560', 'bit(8)', ARRAY[$$B'10000001'$$]);
+SELECT * FROM vec('b:1562', 'varbit', ARRAY[
+  $$B''$$, $$B'1'$$, $$B'0'$$, $$B'10101010'$$, $$B'101010101'$$, $$X'deadbeef'$$,
+  $$repeat('10', 70)::varbit$$]);
+SELECT * FROM vec('b:774', 'macaddr8', ARRAY[
+  $$'08:00:2b:01:02:03:04:05'$$, $$'08:00:2b:01:02:03'$$, $$'FF:FF:FF:FF:FF:FF:FF:FF'$$,
+  $$'0000.0000.0000.0000'$$]);
+SELECT * FROM vec('b:28', 'xid', ARRAY[$$'0'$$, $$'3'$$, $$'4294967295'$$, $$'2147483648'$$]);
+SELECT * FROM vec('b:29', 'cid', ARRAY[$$'0'$$, $$'7'$$, $$'4294967295'$$]);
+SELECT * FROM vec('b:5069', 'xid8', ARRAY[$$'0'$$, $$'4294967296'$$, $$'18446744073709551615'$$]);
+SELECT * FROM vec('b:27', 'tid', ARRAY[
+  $$'(0,0)'$$, $$'(1,2)'$$, $$'(65536,1)'$$, $$'(4294967295,65535)'$$, $$'(65535,256)'$$]);
+SELECT * FROM vec('b:22', 'int2vector', ARRAY[$$''$$, $$'5'$$, $$'1 2 3'$$, $$'-32768 32767 0'$$]);
+SELECT * FROM vec('b:30', 'oidvector', ARRAY[$$''$$, $$'26'$$, $$'1 4294967295 23'$$]);
+SELECT * FROM vec('b:1790', 'refcursor', ARRAY[$$''$$, $$'my cursor'$$, $$'<unnamed portal 1>'$$]);
+SELECT * FROM vec('b:5038', 'pg_snapshot', ARRAY[
+  $$'10:20:10,14,15'$$, $$'10:10:'$$, $$'100:200:'$$, $$'18446744073709551614:18446744073709551615:18446744073709551614'$$]);
+SELECT * FROM vec('b:2970', 'txid_snapshot', ARRAY[$$'10:20:10,14,15'$$, $$'3:3:'$$]);
+SELECT * FROM vec('b:600', 'point', ARRAY[
+  $$'(0,0)'$$, $$'(-0,1.5)'$$, $$'(1e300,-1e-300)'$$, $$'(NaN,Infinity)'$$, $$'(-Infinity,0.1)'$$,
+  $$'(1.7976931348623157e308,5e-324)'$$, $$'(123456789012345678,0.000001)'$$]);
+SELECT * FROM vec('b:601', 'lseg', ARRAY[$$'[(0,0),(1,1)]'$$, $$'((1.5,2.5),(-3,4e20))'$$]);
+SELECT * FROM vec('b:603', 'box', ARRAY[
+  $$'(1,1),(0,0)'$$, $$'((0,0),(1,1))'$$, $$'(-1.5,2),(3,-4e-5)'$$, $$'(2,2),(2,2)'$$]);
+SELECT * FROM vec('b:628', 'line', ARRAY[$$'{1,2,3}'$$, $$'{0,-1,0.5}'$$, $$'[(0,0),(1,1)]'$$, $$'{1e-300,-2,0}'$$]);
+SELECT * FROM vec('b:718', 'circle', ARRAY[$$'<(0,0),1>'$$, $$'((1.5,-2),0.25)'$$, $$'<(1e-10,1e10),0>'$$]);
+SELECT * FROM vec('b:602', 'path', ARRAY[
+  $$'[(0,0),(1,1),(2,0)]'$$, $$'((0,0),(1,1),(2,0))'$$, $$'[(1,2)]'$$,
+  $$(SELECT ('[' || string_agg(format('(%s,%s)', i, i * 0.5), ',') || ']') FROM generate_series(1, 20) i)$$]);
+SELECT * FROM vec('b:604', 'polygon', ARRAY[
+  $$'((0,0),(1,1),(2,0))'$$, $$'((1,2))'$$, $$'(3,4),(5,6)'$$,
+  $$(SELECT ('(' || string_agg(format('(%s,%s)', i, -i), ',') || ')') FROM generate_series(1, 20) i)$$]);
+SELECT * FROM vec('b:3904', 'int4range', ARRAY[
+  $$'empty'$$, $$'[1,5)'$$, $$'(1,5]'$$, $$'(,5)'$$, $$'[-2147483648,)'$$, $$'(,)'$$,
+  $$'[3,3]'$$, $$'[3,3)'$$]);
+SELECT * FROM vec('b:3926', 'int8range', ARRAY[
+  $$'[1,9223372036854775807)'$$, $$'(,0]'$$, $$'[-9223372036854775808,)'$$]);
+SELECT * FROM vec('b:3906', 'numrange', ARRAY[
+  $$'[1.5,2.25]'$$, $$'(-Infinity,NaN]'$$, $$'(,1e-300)'$$, $$'[0.000,)'$$,
+  $$numrange(repeat('9', 300)::numeric, NULL)$$]);
+SELECT * FROM vec('b:3908', 'tsrange', ARRAY[
+  $$'[2000-01-01,2000-01-02)'$$, $$'(-infinity,infinity)'$$, $$'("4713-01-01 00:00:00 BC",)'$$]);
+SELECT * FROM vec('b:3910', 'tstzrange', ARRAY[
+  $$'[2000-01-01 00:00:00+00,2000-01-02 12:34:56.789+05:30]'$$, $$'(,"2024-06-30 12:00:00+00")'$$]);
+SELECT * FROM vec('b:3912', 'daterange', ARRAY[
+  $$'[2000-01-01,2000-01-10]'$$, $$'(,infinity)'$$, $$'(2000-01-01,2000-01-02)'$$]);
+SELECT * FROM vec('range:' || 'textrange'::regtype::oid || ':25', 'textrange', ARRAY[
+  $$'[a,b)'$$, $$'["a b","c,d"]'$$, $$'(,"")'$$, $$'["(par)","q\"x"]'$$, $$'["[z]",ü)'$$, $$'empty'$$,
+  $$textrange(repeat('x', 200), NULL)$$, $$textrange('', NULL)$$, $$textrange(E'back\\slash', 'tab' || E'\t')$$]);
+SELECT * FROM vec('range:' || 'float8range'::regtype::oid || ':701', 'float8range', ARRAY[
+  $$'[-Infinity,0.1)'$$, $$'[1e300,NaN]'$$, $$'(-0,5e-324)'$$]);
+SELECT * FROM vec('range:' || 'intervalrange'::regtype::oid || ':1186', 'intervalrange', ARRAY[
+  $$'[1 day,2 years)'$$, $$'(,-00:00:01]'$$]);
+SELECT * FROM vec('b:4451', 'int4multirange', ARRAY[
+  $$'{}'$$, $$'{[1,3)}'$$, $$'{[1,3),[5,7),[9,11),[13,15),[17,19),[21,23),[25,27),[29,31),[33,35)}'$$,
+  $$'{(,1),[2,)}'$$, $$'{empty}'$$]);
+SELECT * FROM vec('b:4536', 'int8multirange', ARRAY[$$'{[1,2),[4,5),[7,8),[10,11),[13,14)}'$$]);
+SELECT * FROM vec('b:4532', 'nummultirange', ARRAY[
+  $$'{[1.5,2.25],(3,)}'$$, $$'{(,-1e10),[0.001,0.002],[1,1]}'$$]);
+SELECT * FROM vec('b:4533', 'tsmultirange', ARRAY[
+  $$'{[2000-01-01,2000-01-02),(,1999-01-01]}'$$,
+  $$(SELECT range_agg(tsrange('2000-01-01'::timestamp + i * interval '2 day', '2000-01-01'::timestamp + (2 * i + 1) * interval '1 day')) FROM generate_series(1, 9) i)$$]);
+SELECT * FROM vec('b:4534', 'tstzmultirange', ARRAY[$$'{[2000-01-01 00:00:00+00,2000-01-02 00:00:00+00)}'$$]);
+SELECT * FROM vec('b:4535', 'datemultirange', ARRAY[$$'{[2000-01-01,2000-01-05),[2000-02-01,)}'$$]);
+SELECT * FROM vec('multirange:' || 'textmultirange'::regtype::oid || ':' || 'textrange'::regtype::oid || ':25',
+  'textmultirange', ARRAY[
+  $$'{[a,b),(c,d]}'$$, $$'{["a b","c,d"],("q\"x",)}'$$, $$'{}'$$,
+  $$(SELECT range_agg(textrange(repeat(chr(97 + i), 20 + i), repeat(chr(97 + i), 21 + i))) FROM generate_series(0, 9) i)$$]);
+SELECT * FROM vec('multirange:' || 'float8multirange'::regtype::oid || ':' || 'float8range'::regtype::oid || ':701',
+  'float8multirange', ARRAY[$$'{[-Infinity,0.1),[1e300,NaN]}'$$]);
 SELECT * FROM vec('enum:' || 'mood'::regtype::oid, 'mood', ARRAY[
   $$'sad'$$, $$'early'$$, $$'ünï'$$, $$'NULL'$$]);
 SELECT * FROM vec('domain:' || 'posint'::regtype::oid || ':23', 'posint', ARRAY['5', '2147483647']);
@@ -203,6 +279,37 @@ SELECT * FROM vec('b:651', 'cidr[]', ARRAY[$$'{10.0.0.0/8,2001:db8::/32}'$$]);
 SELECT * FROM vec('b:1040', 'macaddr[]', ARRAY[$$'{08:00:2b:01:02:03}'$$]);
 SELECT * FROM vec('b:791', 'money[]', ARRAY[$$'{1.00,-1234.56,NULL}'$$]);
 SELECT * FROM vec('b:3221', 'pg_lsn[]', ARRAY[$$'{0/1,NULL,A/B}'$$, $$'{FFFFFFFF/FFFFFFFF}'$$]);
+SELECT * FROM vec('b:1561', 'bit(3)[]', ARRAY[$$'{101,NULL,000}'$$]);
+SELECT * FROM vec('b:1563', 'varbit[]', ARRAY[$$'{"",1,NULL,101010101}'$$]);
+SELECT * FROM vec('b:775', 'macaddr8[]', ARRAY[$$'{08:00:2b:01:02:03:04:05,NULL}'$$]);
+SELECT * FROM vec('b:1011', 'xid[]', ARRAY[$$'{0,NULL,4294967295}'$$]);
+SELECT * FROM vec('b:1012', 'cid[]', ARRAY[$$'{1,2}'$$]);
+SELECT * FROM vec('b:271', 'xid8[]', ARRAY[$$'{18446744073709551615,NULL,0}'$$]);
+SELECT * FROM vec('b:1010', 'tid[]', ARRAY[$$'{"(0,1)",NULL,"(4294967295,65535)"}'$$]);
+SELECT * FROM vec('b:1006', 'int2vector[]', ARRAY[$$'{"1 2",3,"",NULL}'$$]);
+SELECT * FROM vec('b:1013', 'oidvector[]', ARRAY[$$'{"26 23",NULL,""}'$$]);
+SELECT * FROM vec('b:2201', 'refcursor[]', ARRAY[$$'{a,"b c",""}'$$]);
+SELECT * FROM vec('b:5039', 'pg_snapshot[]', ARRAY[$$'{10:20:10,NULL,"3:3:"}'$$]);
+SELECT * FROM vec('b:2949', 'txid_snapshot[]', ARRAY[$$'{10:20:10\,14}'$$]);
+SELECT * FROM vec('b:1017', 'point[]', ARRAY[$$'{"(1,2)",NULL,"(NaN,-0)"}'$$]);
+SELECT * FROM vec('b:1018', 'lseg[]', ARRAY[$$'{"[(0,0),(1,1)]",NULL}'$$]);
+SELECT * FROM vec('b:1020', 'box[]', ARRAY[$$'{(1,1),(0,0);(3,3),(2,2);NULL}'$$, $$'{(1,1),(0,0)}'$$]);
+SELECT * FROM vec('b:629', 'line[]', ARRAY[$$'{"{1,2,3}",NULL}'$$]);
+SELECT * FROM vec('b:719', 'circle[]', ARRAY[$$'{"<(0,0),1>","<(1,2),3.5>"}'$$]);
+SELECT * FROM vec('b:1019', 'path[]', ARRAY[$$'{"[(0,0),(1,1)]",NULL,"((1,2))"}'$$]);
+SELECT * FROM vec('b:1027', 'polygon[]', ARRAY[$$'{"((0,0),(1,1),(2,0))",NULL}'$$]);
+SELECT * FROM vec('b:3905', 'int4range[]', ARRAY[$$'{"[1,5)",empty,NULL,"(,)"}'$$]);
+SELECT * FROM vec('b:3927', 'int8range[]', ARRAY[$$'{"[1,2)","[5,)"}'$$]);
+SELECT * FROM vec('b:3907', 'numrange[]', ARRAY[$$'{"[1.5,2.5]",NULL}'$$]);
+SELECT * FROM vec('b:3909', 'tsrange[]', ARRAY[$$'{"[2000-01-01,2000-01-02)"}'$$]);
+SELECT * FROM vec('b:3911', 'tstzrange[]', ARRAY[$$'{"[2000-01-01 00:00:00+00,)"}'$$]);
+SELECT * FROM vec('b:3913', 'daterange[]', ARRAY[$$'{"[2000-01-01,2000-01-10)",empty}'$$]);
+SELECT * FROM vec('b:6150', 'int4multirange[]', ARRAY[$$'{"{[1,3),[5,7)}","{}",NULL}'$$]);
+SELECT * FROM vec('b:6157', 'int8multirange[]', ARRAY[$$'{"{[1,3)}"}'$$]);
+SELECT * FROM vec('b:6151', 'nummultirange[]', ARRAY[$$'{"{[1.5,2)}"}'$$]);
+SELECT * FROM vec('b:6152', 'tsmultirange[]', ARRAY[$$'{"{[2000-01-01,2000-01-02)}"}'$$]);
+SELECT * FROM vec('b:6153', 'tstzmultirange[]', ARRAY[$$'{"{[2000-01-01 00:00:00+00,)}"}'$$]);
+SELECT * FROM vec('b:6155', 'datemultirange[]', ARRAY[$$'{"{[2000-01-01,2000-01-05)}"}'$$]);
 SELECT * FROM vec('enumarr:' || 'mood[]'::regtype::oid || ':' || 'mood'::regtype::oid, 'mood[]',
   ARRAY[$$'{sad,NULL,"NULL","with space","quo\"te",ünï,early}'$$]);
 SELECT * FROM vec('domainarr:' || 'posint[]'::regtype::oid || ':' || 'posint'::regtype::oid || ':23',

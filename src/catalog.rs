@@ -1,5 +1,6 @@
 //! The decoder's catalog read from the live database: every permanent user
-//! table with its storage layout, types, enum labels and replica identity.
+//! table with its storage layout, types (enum labels, range subtypes) and
+//! replica identity.
 //!
 //! This describes relations as they are *now*; decoding WAL written before a
 //! schema change needs the catalog journal instead.
@@ -187,7 +188,8 @@ fn first_array_element(literal: &str) -> Option<String> {
     None
 }
 
-/// Every type of the database (with enum labels).
+/// Every type of the database (with enum labels, and what a range or
+/// multirange ranges over).
 async fn load_types(client: &Client) -> Result<TypeRows> {
     let mut labels: HashMap<u32, Vec<(u32, String)>> = HashMap::new();
     for r in client
@@ -205,10 +207,13 @@ async fn load_types(client: &Client) -> Result<TypeRows> {
     }
     let rows = client
         .query(
-            "SELECT oid, format_type(oid, NULL), typtype::text, typlen, typbyval, typalign::text,
-                    typelem, typbasetype, typdelim::text,
-                    typsubscript = 'array_subscript_handler'::regproc
-               FROM pg_type",
+            "SELECT t.oid, format_type(t.oid, NULL), t.typtype::text, t.typlen, t.typbyval,
+                    t.typalign::text, t.typelem, t.typbasetype, t.typdelim::text,
+                    t.typsubscript = 'array_subscript_handler'::regproc,
+                    r.rngsubtype, m.rngtypid
+               FROM pg_type t
+               LEFT JOIN pg_range r ON r.rngtypid = t.oid
+               LEFT JOIN pg_range m ON m.rngmultitypid = t.oid",
             &[],
         )
         .await
@@ -227,6 +232,8 @@ async fn load_types(client: &Client) -> Result<TypeRows> {
             delim: r.get(8),
             is_array: r.get(9),
             labels: labels.remove(&oid).unwrap_or_default(),
+            subtype: r.get(10),
+            range: r.get(11),
         }
     })))
 }

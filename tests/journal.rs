@@ -51,7 +51,7 @@ fn try_install(url: &str) -> Result<InstallReport, walfill::error::Error> {
 }
 
 /// `journal::install` on the test database, which must succeed.
-fn install(db: &TestDb) -> InstallReport {
+pub(crate) fn install(db: &TestDb) -> InstallReport {
     try_install(&db.url()).unwrap_or_else(|e| panic!("installing the journal: {e}"))
 }
 

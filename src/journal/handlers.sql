@@ -90,9 +90,10 @@ $fn$;
 -- inheritance descendants of a table an ALTER TABLE names (ALTER TABLE
 -- recurses to them), the tables of a schema a command names, and every table
 -- with a column of a type a command names, directly, as an array element,
--- through a domain or a range, or whose row type it is (typed tables). Runs
--- on every DDL statement, so the common case (a command naming a table) only
--- looks rows up by OID; the scans for schemas and types run only for them.
+-- through a domain, a range or a multirange, or whose row type it is (typed
+-- tables). Runs on every DDL statement, so the common case (a command naming
+-- a table) only looks rows up by OID; the scans for schemas and types run
+-- only for them.
 CREATE FUNCTION walfill.journal_ddl_targets() RETURNS oid[]
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -148,6 +149,8 @@ BEGIN
                 ON ty.typelem = reaching.typid OR ty.typbasetype = reaching.typid
                 OR ty.oid IN (SELECT r.rngtypid FROM pg_catalog.pg_range r
                                WHERE r.rngsubtype = reaching.typid)
+                OR ty.oid IN (SELECT r.rngmultitypid FROM pg_catalog.pg_range r
+                               WHERE r.rngtypid = reaching.typid)
         )
         SELECT rels || array_agg(t.relid) INTO rels
           FROM (SELECT a.attrelid AS relid

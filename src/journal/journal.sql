@@ -50,8 +50,37 @@ BEGIN
 END
 $fn$;
 
+-- The name of a type as a session with search_path "$user", public (the one
+-- walfill pins, and the default) writes it, the way logical decoding's output
+-- plugins name column types: format_type qualifies every type outside
+-- pg_catalog here, and that path finds a type of schema public unless
+-- pg_catalog has one of the same name (for an array, of its element's name).
+CREATE FUNCTION walfill.journal_type_name(typid oid) RETURNS text
+LANGUAGE sql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET jit = off
+AS $fn$
+    SELECT CASE
+             WHEN n.nspname = 'public'
+              AND NOT EXISTS (SELECT 1
+                                FROM pg_catalog.pg_type c
+                               WHERE c.typnamespace = 'pg_catalog'::pg_catalog.regnamespace
+                                 AND c.typname = COALESCE(e.typname, t.typname))
+             THEN pg_catalog.substr(pg_catalog.format_type(typid, NULL), 8)
+             ELSE pg_catalog.format_type(typid, NULL)
+           END
+      FROM pg_catalog.pg_type t
+      JOIN pg_catalog.pg_namespace n ON n.oid = t.typnamespace
+      LEFT JOIN pg_catalog.pg_type e
+        ON e.oid = t.typelem
+       AND t.typsubscript = 'pg_catalog.array_subscript_handler'::pg_catalog.regproc
+     WHERE t.oid = typid
+$fn$;
+
 -- Every type the columns of `rel` reach: the column types, and recursively
--- their element types (arrays) and base types (domains). Built-in types too.
+-- their element types (arrays), base types (domains), subtypes (ranges) and
+-- range types (multiranges). Built-in types too. A range carries its
+-- subtype, a multirange its range type.
 CREATE FUNCTION walfill.journal_types(rel oid) RETURNS json
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -69,12 +98,16 @@ BEGIN
             SELECT next.typid
               FROM reached
               JOIN pg_catalog.pg_type ty ON ty.oid = reached.typid
-             CROSS JOIN LATERAL (VALUES (ty.typelem), (ty.typbasetype)) AS next(typid)
+             CROSS JOIN LATERAL (VALUES (ty.typelem), (ty.typbasetype),
+                                        ((SELECT r.rngsubtype FROM pg_catalog.pg_range r
+                                           WHERE r.rngtypid = ty.oid)),
+                                        ((SELECT r.rngtypid FROM pg_catalog.pg_range r
+                                           WHERE r.rngmultitypid = ty.oid))) AS next(typid)
              WHERE next.typid <> 0
         )
         SELECT COALESCE(array_to_json(array_agg(row_to_json(t) ORDER BY t.oid)), '[]')
           FROM (SELECT ty.oid::bigint AS oid,
-                       format_type(ty.oid, NULL) AS name,
+                       walfill.journal_type_name(ty.oid) AS name,
                        ty.typtype AS type,
                        ty.typlen AS len,
                        ty.typbyval AS byval,
@@ -88,7 +121,11 @@ BEGIN
                                             format('[%s,%s]', e.oid, to_json(e.enumlabel))::json
                                             ORDER BY e.enumsortorder))
                                    FROM pg_catalog.pg_enum e
-                                  WHERE e.enumtypid = ty.oid), '[]') AS labels
+                                  WHERE e.enumtypid = ty.oid), '[]') AS labels,
+                       (SELECT r.rngsubtype::bigint FROM pg_catalog.pg_range r
+                         WHERE r.rngtypid = ty.oid) AS subtype,
+                       (SELECT r.rngtypid::bigint FROM pg_catalog.pg_range r
+                         WHERE r.rngmultitypid = ty.oid) AS range
                   FROM reached
                   JOIN pg_catalog.pg_type ty ON ty.oid = reached.typid) AS t);
 END
@@ -154,7 +191,7 @@ BEGIN
                                                THEN array_to_string(a.attmissingval, '')
                                           END AS missing,
                                           CASE WHEN a.attisdropped THEN ''
-                                               ELSE format_type(a.atttypid, NULL)
+                                               ELSE walfill.journal_type_name(a.atttypid)
                                           END AS type_name
                                      FROM pg_catalog.pg_attribute a
                                     WHERE a.attrelid = c.oid AND a.attnum > 0) AS col), '[]')

@@ -38,11 +38,13 @@
 //! `missing` value in text form when it has one (rendered with `DateStyle`
 //! ISO, `TimeZone` UTC, `IntervalStyle` postgres, `extra_float_digits` 1 and
 //! `bytea_output` hex, whatever the session's settings); `types` lists every
-//! type the columns reach (element types of arrays and base types of domains,
-//! recursively, built-in ones included) with enum labels. A `ddl` message from
-//! `sql_drop` may repeat a table another message of the same statement also
-//! carries; the last one wins. `dropped` may name a table that was never
-//! journaled (an unlogged one): ignore unknown relids.
+//! type the columns reach (element types of arrays, base types of domains,
+//! subtypes of ranges and range types of multiranges, recursively, built-in
+//! ones included) with enum labels, a range's `subtype` and a multirange's
+//! `range`. A `ddl` message from `sql_drop` may repeat a table another
+//! message of the same statement also carries; the last one wins. `dropped`
+//! may name a table that was never journaled (an unlogged one): ignore
+//! unknown relids.
 //!
 //! Journaled are permanent ordinary tables, partitioned tables and
 //! materialized views outside `pg_catalog`, `information_schema`, `pg_toast`

@@ -163,6 +163,35 @@ fn setup_and_column_ddl_are_journaled() {
     let msgs = slot.journal();
     assert_eq!(relids(only(&msgs, "ALTER TYPE")), vec![e, d]);
 
+    // A multirange over a range over the enum: its row names its range
+    // type, the range's its subtype, and ALTER TYPE on the enum journals
+    // the table that only has the multirange.
+    db.exec(
+        "CREATE TYPE moodrange AS RANGE (subtype = mood);
+         CREATE TABLE rg (mr moodmultirange);",
+    );
+    let rg = relid(&db, "rg");
+    slot.journal();
+    db.exec("ALTER TYPE mood ADD VALUE 'calm'");
+    let msgs = slot.journal();
+    let m = only(&msgs, "ALTER TYPE");
+    assert!(relids(m).contains(&rg), "{:?}", relids(m));
+    let rel = current(&db, m, rg);
+    let row = |name: &str| {
+        rel["types"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|ty| ty["name"] == json!(name))
+            .unwrap_or_else(|| panic!("{name} missing from {rel}"))
+            .clone()
+    };
+    let moodrange = oid(&db, "SELECT 'moodrange'::regtype::oid");
+    assert_eq!(row("moodmultirange")["type"], json!("m"));
+    assert_eq!(row("moodmultirange")["range"], json!(moodrange));
+    assert_eq!(row("moodrange")["subtype"], json!(mood));
+    assert_eq!(row("mood")["labels"].as_array().unwrap().len(), 4);
+
     // Replica identity and keys.
     db.exec("ALTER TABLE t REPLICA IDENTITY FULL");
     let msgs = slot.journal();
@@ -266,7 +295,7 @@ fn a_message_has_every_field_of_the_format() {
         text_array,
         &json!({"oid": 1009, "name": "text[]", "type": "b", "len": -1, "byval": false,
                 "align": "i", "elem": 25, "base": 0, "delim": ",", "is_array": true,
-                "labels": []})
+                "labels": [], "subtype": null, "range": null})
     );
     assert!(
         !msgs[2].raw.contains(": ") && !msgs[2].raw.contains(", \""),

@@ -7,6 +7,7 @@ mod damage;
 mod fixtures;
 mod schemas;
 mod start;
+mod types;
 mod workloads;
 
 use std::process::Output;

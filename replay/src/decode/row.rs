@@ -126,10 +126,5 @@ pub(crate) fn decode_row(
 /// Whether a type is one the decoder prints (for planning: a column of any
 /// other type cannot be replayed).
 pub fn is_supported(ty: &TypeInfo) -> bool {
-    !matches!(ty.kind, crate::types::TypeKind::Unsupported { .. })
-        && match &ty.kind {
-            crate::types::TypeKind::Array { element, .. } => is_supported(element),
-            crate::types::TypeKind::Domain { base } => is_supported(base),
-            _ => true,
-        }
+    ty.first_unsupported().is_none()
 }

@@ -1,6 +1,7 @@
 //! Types as the catalog describes them, turned into what the datum printer
 //! needs ([`TypeInfo`]): built-in types, enums with their labels, domains
-//! over their base type, arrays of any of these; anything else unsupported.
+//! over their base type, ranges over their subtype, multiranges over their
+//! range type, arrays of any of these; anything else unsupported.
 
 use std::collections::HashMap;
 
@@ -33,6 +34,13 @@ pub struct TypeRow {
     /// Enum labels: `(pg_enum oid, label)`.
     #[serde(default)]
     pub labels: Vec<(u32, String)>,
+    /// A range type's subtype (`pg_range.rngsubtype`); journals written
+    /// before walfill printed ranges lack it.
+    #[serde(default)]
+    pub subtype: Option<u32>,
+    /// A multirange type's range type (`pg_range.rngtypid`).
+    #[serde(default)]
+    pub range: Option<u32>,
 }
 
 /// Type rows by OID.
@@ -62,13 +70,32 @@ impl TypeRows {
         if let Some(info) = TypeInfo::builtin(oid) {
             return info;
         }
-        let Some(row) = self.rows.get(&oid).filter(|_| depth < 8) else {
+        let Some(row) = self.rows.get(&oid).filter(|_| depth < 16) else {
             return TypeInfo::unsupported(oid, -1, false, Align::Int, None);
         };
         let align = Align::from_code(first_byte(&row.align, b'i')).unwrap_or(Align::Int);
+        let with_layout = |info: TypeInfo| TypeInfo {
+            len: row.len,
+            byval: row.byval,
+            align,
+            ..info
+        };
+        let unsupported =
+            || TypeInfo::unsupported(oid, row.len, row.byval, align, Some(row.name.clone()));
         match first_byte(&row.kind, b'b') {
             b'e' => TypeInfo::enum_type(oid, row.labels.iter().cloned().collect()),
             b'd' => TypeInfo::domain(oid, self.info_depth(row.base, depth + 1)),
+            b'r' => match row.subtype {
+                Some(sub) => with_layout(TypeInfo::range_of(oid, self.info_depth(sub, depth + 1))),
+                None => unsupported(),
+            },
+            b'm' => match row.range {
+                Some(range) => with_layout(TypeInfo::multirange_of(
+                    oid,
+                    self.info_depth(range, depth + 1),
+                )),
+                None => unsupported(),
+            },
             _ if row.is_array && row.elem != 0 => {
                 let delimiter = self
                     .rows
@@ -76,7 +103,7 @@ impl TypeRows {
                     .map_or(b',', |e| first_byte(&e.delim, b','));
                 TypeInfo::array_of(oid, self.info_depth(row.elem, depth + 1), delimiter)
             }
-            _ => TypeInfo::unsupported(oid, row.len, row.byval, align, Some(row.name.clone())),
+            _ => unsupported(),
         }
     }
 }
@@ -103,6 +130,8 @@ mod tests {
             } else {
                 vec![]
             },
+            subtype: None,
+            range: None,
         }
     }
 
@@ -145,5 +174,44 @@ mod tests {
         assert!(matches!(array.kind, TypeKind::Array { .. }));
         assert_eq!(array.align, Align::Double);
         assert!(crate::decode::is_supported(&array));
+    }
+
+    #[test]
+    fn vectors_are_builtin_types_not_arrays() {
+        use crate::types::BaseType;
+        // pg_type gives int2vector and oidvector an element type and the
+        // array subscript handler, but they print as space-separated lists.
+        let rows = TypeRows::new([row(22, "b", 21, 0, true), row(30, "b", 26, 0, true)]);
+        assert_eq!(rows.info(22).kind, TypeKind::Base(BaseType::Int2vector));
+        assert_eq!(rows.info(30).kind, TypeKind::Base(BaseType::Oidvector));
+        assert!(matches!(rows.info(1013).kind, TypeKind::Array { .. }));
+    }
+
+    #[test]
+    fn ranges_and_multiranges_resolve_through_their_subtype() {
+        let range = TypeRow {
+            subtype: Some(25),
+            ..row(50010, "r", 0, 0, false)
+        };
+        let multirange = TypeRow {
+            range: Some(50010),
+            ..row(50011, "m", 0, 0, false)
+        };
+        let old_journal = row(50012, "r", 0, 0, false);
+        let rows = TypeRows::new([range, multirange, old_journal]);
+        match rows.info(50011).kind {
+            TypeKind::Multirange { range } => match range.kind {
+                TypeKind::Range { subtype } => assert_eq!(subtype.oid, 25),
+                other => panic!("{other:?}"),
+            },
+            other => panic!("{other:?}"),
+        }
+        assert!(crate::decode::is_supported(&rows.info(50011)));
+        // A journal written before ranges were printed has no subtype.
+        assert!(!crate::decode::is_supported(&rows.info(50012)));
+        // Built-in ranges need no rows.
+        let builtin = TypeRows::default().info(3904);
+        assert!(matches!(builtin.kind, TypeKind::Range { .. }));
+        assert!(crate::decode::is_supported(&builtin));
     }
 }

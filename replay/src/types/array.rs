@@ -15,14 +15,12 @@
 //! the delimiter or white space.
 
 use super::error::{malformed, TypeError};
-use super::info::{TypeInfo, TypeKind};
+use super::info::TypeInfo;
 use super::push::push_i64;
-use super::read::{align_up, i32_at, nested_varlena, u32_at};
+use super::read::{align_up, i32_at, nested_varlena, u32_at, HDR};
 
 /// Largest number of dimensions an array may have (`MAXDIM`).
 const MAXDIM: usize = 6;
-/// Size of the varlena header the stored offsets assume.
-const HDR: usize = 4;
 
 /// `array_out` of an array payload whose elements are of type `element`.
 pub(super) fn array_out(
@@ -32,7 +30,7 @@ pub(super) fn array_out(
     datum: &[u8],
     out: &mut String,
 ) -> Result<(), TypeError> {
-    ensure_supported(element)?;
+    super::ensure_supported(element)?;
     let ndim = i32_at(oid, datum, 0)?;
     let data_offset = i32_at(oid, datum, 4)?;
     let elem_type = u32_at(oid, datum, 8)?;
@@ -171,7 +169,7 @@ fn element_out(
             let v = nested_varlena(oid, datum, at)?;
             (datum.get(v.start..v.end), v.end)
         }
-        _ => return Err(unsupported(element)),
+        _ => return Err(super::unsupported(element)),
     };
     let value = value.ok_or_else(|| malformed(oid, at, "element runs past the value"))?;
     let start = out.len();
@@ -203,22 +201,4 @@ fn needs_quotes(text: &str, delimiter: u8) -> bool {
                 b'"' | b'\\' | b'{' | b'}' | b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c
             ) || b == delimiter
         })
-}
-
-/// Fails if `ty`, or a type inside it, cannot be printed.
-fn ensure_supported(ty: &TypeInfo) -> Result<(), TypeError> {
-    match &ty.kind {
-        TypeKind::Unsupported { .. } => Err(unsupported(ty)),
-        TypeKind::Domain { base } => ensure_supported(base),
-        TypeKind::Array { element, .. } => ensure_supported(element),
-        TypeKind::Base(_) | TypeKind::Enum { .. } => Ok(()),
-    }
-}
-
-fn unsupported(ty: &TypeInfo) -> TypeError {
-    let name = match &ty.kind {
-        TypeKind::Unsupported { name } => name.clone(),
-        _ => None,
-    };
-    TypeError::Unsupported { oid: ty.oid, name }
 }

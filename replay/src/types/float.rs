@@ -33,7 +33,13 @@ pub(super) fn float4_out(oid: u32, datum: &[u8], out: &mut String) -> Result<(),
 
 /// `float8out`.
 pub(super) fn float8_out(oid: u32, datum: &[u8], out: &mut String) -> Result<(), TypeError> {
-    let bits = u64::from_le_bytes(exact(oid, datum)?);
+    push_float8(u64::from_le_bytes(exact(oid, datum)?), out);
+    Ok(())
+}
+
+/// Appends the float8 with these bits as `float8out` (and the geometric
+/// types' `float8out_internal`) prints it.
+pub(super) fn push_float8(bits: u64, out: &mut String) {
     let negative = bits >> 63 != 0;
     let exponent = ((bits >> 52) & 0x7ff) as u32;
     let mantissa = bits & 0x000f_ffff_ffff_ffff;
@@ -46,7 +52,6 @@ pub(super) fn float8_out(oid: u32, datum: &[u8], out: &mut String) -> Result<(),
     ) {
         lay_out(ryu::double(mantissa, exponent), negative, 15, out);
     }
-    Ok(())
 }
 
 /// Prints NaN, the infinities and the zeros; false for any other value.

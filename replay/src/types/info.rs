@@ -11,184 +11,7 @@ use serde::{Deserialize, Serialize};
 
 pub use crate::tuple::Align;
 
-/// The built-in scalar types this module can print.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub enum BaseType {
-    /// `bool` (16).
-    Bool,
-    /// `bytea` (17).
-    Bytea,
-    /// `"char"` (18).
-    Char,
-    /// `name` (19).
-    Name,
-    /// `int8` (20).
-    Int8,
-    /// `int2` (21).
-    Int2,
-    /// `int4` (23).
-    Int4,
-    /// `text` (25).
-    Text,
-    /// `oid` (26).
-    Oid,
-    /// `json` (114).
-    Json,
-    /// `cidr` (650).
-    Cidr,
-    /// `float4` (700).
-    Float4,
-    /// `float8` (701).
-    Float8,
-    /// `money` (790).
-    Money,
-    /// `macaddr` (829).
-    Macaddr,
-    /// `inet` (869).
-    Inet,
-    /// `bpchar`, i.e. `char(n)` (1042).
-    Bpchar,
-    /// `varchar` (1043).
-    Varchar,
-    /// `date` (1082).
-    Date,
-    /// `time` (1083).
-    Time,
-    /// `timestamp` (1114).
-    Timestamp,
-    /// `timestamptz` (1184).
-    Timestamptz,
-    /// `interval` (1186).
-    Interval,
-    /// `timetz` (1266).
-    Timetz,
-    /// `numeric` (1700).
-    Numeric,
-    /// `uuid` (2950).
-    Uuid,
-    /// `pg_lsn` (3220).
-    PgLsn,
-    /// `jsonb` (3802).
-    Jsonb,
-}
-
-/// One row of the built-in table: type, OID, array type OID, typlen, byval,
-/// align (values of `pg_type.dat`, identical in PostgreSQL 15 to 18).
-struct Builtin {
-    base: BaseType,
-    oid: u32,
-    array_oid: u32,
-    len: i16,
-    byval: bool,
-    align: Align,
-}
-
-const fn row(
-    base: BaseType,
-    oid: u32,
-    array_oid: u32,
-    len: i16,
-    byval: bool,
-    align: Align,
-) -> Builtin {
-    Builtin {
-        base,
-        oid,
-        array_oid,
-        len,
-        byval,
-        align,
-    }
-}
-
-const BUILTINS: &[Builtin] = &[
-    row(BaseType::Bool, 16, 1000, 1, true, Align::Char),
-    row(BaseType::Bytea, 17, 1001, -1, false, Align::Int),
-    row(BaseType::Char, 18, 1002, 1, true, Align::Char),
-    row(BaseType::Name, 19, 1003, 64, false, Align::Char),
-    row(BaseType::Int8, 20, 1016, 8, true, Align::Double),
-    row(BaseType::Int2, 21, 1005, 2, true, Align::Short),
-    row(BaseType::Int4, 23, 1007, 4, true, Align::Int),
-    row(BaseType::Text, 25, 1009, -1, false, Align::Int),
-    row(BaseType::Oid, 26, 1028, 4, true, Align::Int),
-    row(BaseType::Json, 114, 199, -1, false, Align::Int),
-    row(BaseType::Cidr, 650, 651, -1, false, Align::Int),
-    row(BaseType::Float4, 700, 1021, 4, true, Align::Int),
-    row(BaseType::Float8, 701, 1022, 8, true, Align::Double),
-    row(BaseType::Money, 790, 791, 8, true, Align::Double),
-    row(BaseType::Macaddr, 829, 1040, 6, false, Align::Int),
-    row(BaseType::Inet, 869, 1041, -1, false, Align::Int),
-    row(BaseType::Bpchar, 1042, 1014, -1, false, Align::Int),
-    row(BaseType::Varchar, 1043, 1015, -1, false, Align::Int),
-    row(BaseType::Date, 1082, 1182, 4, true, Align::Int),
-    row(BaseType::Time, 1083, 1183, 8, true, Align::Double),
-    row(BaseType::Timestamp, 1114, 1115, 8, true, Align::Double),
-    row(BaseType::Timestamptz, 1184, 1185, 8, true, Align::Double),
-    row(BaseType::Interval, 1186, 1187, 16, false, Align::Double),
-    row(BaseType::Timetz, 1266, 1270, 12, false, Align::Double),
-    row(BaseType::Numeric, 1700, 1231, -1, false, Align::Int),
-    row(BaseType::Uuid, 2950, 2951, 16, false, Align::Char),
-    row(BaseType::PgLsn, 3220, 3221, 8, true, Align::Double),
-    row(BaseType::Jsonb, 3802, 3807, -1, false, Align::Int),
-];
-
-impl BaseType {
-    /// Every supported base type.
-    pub const ALL: [BaseType; 28] = [
-        BaseType::Bool,
-        BaseType::Bytea,
-        BaseType::Char,
-        BaseType::Name,
-        BaseType::Int8,
-        BaseType::Int2,
-        BaseType::Int4,
-        BaseType::Text,
-        BaseType::Oid,
-        BaseType::Json,
-        BaseType::Cidr,
-        BaseType::Float4,
-        BaseType::Float8,
-        BaseType::Money,
-        BaseType::Macaddr,
-        BaseType::Inet,
-        BaseType::Bpchar,
-        BaseType::Varchar,
-        BaseType::Date,
-        BaseType::Time,
-        BaseType::Timestamp,
-        BaseType::Timestamptz,
-        BaseType::Interval,
-        BaseType::Timetz,
-        BaseType::Numeric,
-        BaseType::Uuid,
-        BaseType::PgLsn,
-        BaseType::Jsonb,
-    ];
-
-    fn row(self) -> &'static Builtin {
-        // BUILTINS lists every variant once; the fallback is never taken but
-        // keeps this total without a panic path.
-        BUILTINS
-            .iter()
-            .find(|b| b.base == self)
-            .unwrap_or(&BUILTINS[0])
-    }
-
-    /// The type's OID.
-    pub fn oid(self) -> u32 {
-        self.row().oid
-    }
-
-    /// The OID of the type's standard array type (`_typname`).
-    pub fn array_oid(self) -> u32 {
-        self.row().array_oid
-    }
-
-    /// The base type with this OID, if supported.
-    pub fn from_oid(oid: u32) -> Option<BaseType> {
-        BUILTINS.iter().find(|b| b.oid == oid).map(|b| b.base)
-    }
-}
+use super::builtin::{BaseType, BuiltinRange};
 
 /// How values of a type are printed.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -204,13 +27,23 @@ pub enum TypeKind {
     Array {
         /// The element type.
         element: Box<TypeInfo>,
-        /// The element type's `typdelim` (`,` for every supported type).
+        /// The element type's `typdelim` (`;` for `box`, else `,`).
         delimiter: u8,
     },
     /// A domain: printed as its base type.
     Domain {
         /// The domain's base type.
         base: Box<TypeInfo>,
+    },
+    /// A range type over `subtype`.
+    Range {
+        /// The type of the bounds.
+        subtype: Box<TypeInfo>,
+    },
+    /// A multirange type over `range` (a [`TypeKind::Range`]).
+    Multirange {
+        /// The range type of its members.
+        range: Box<TypeInfo>,
     },
     /// A type this module cannot print; `name` helps the error message.
     Unsupported {
@@ -235,23 +68,38 @@ pub struct TypeInfo {
 }
 
 impl TypeInfo {
-    /// A supported built-in base type or its standard array type, by OID.
+    /// A supported built-in base, range or multirange type or its standard
+    /// array type, by OID.
     pub fn builtin(oid: u32) -> Option<TypeInfo> {
-        if let Some(b) = BUILTINS.iter().find(|b| b.oid == oid) {
-            return Some(TypeInfo::base(b.base));
+        if let Some(base) = BaseType::from_oid(oid) {
+            return Some(TypeInfo::base(base));
         }
-        let b = BUILTINS.iter().find(|b| b.array_oid == oid)?;
-        Some(TypeInfo::array_of(oid, TypeInfo::base(b.base), b','))
+        if let Some(r) = BuiltinRange::find(oid) {
+            let range = TypeInfo::range_of(r.oid, TypeInfo::base(r.subtype));
+            let multirange = TypeInfo::multirange_of(r.multirange_oid, range.clone());
+            return Some(match oid {
+                o if o == r.oid => range,
+                o if o == r.array_oid => TypeInfo::array_of(o, range, b','),
+                o if o == r.multirange_oid => multirange,
+                o => TypeInfo::array_of(o, multirange, b','),
+            });
+        }
+        let base = BaseType::from_array_oid(oid)?;
+        Some(TypeInfo::array_of(
+            oid,
+            TypeInfo::base(base),
+            base.delimiter(),
+        ))
     }
 
     /// The [`TypeInfo`] of a supported base type.
     pub fn base(base: BaseType) -> TypeInfo {
-        let b = base.row();
+        let (len, byval, align) = base.layout();
         TypeInfo {
-            oid: b.oid,
-            len: b.len,
-            byval: b.byval,
-            align: b.align,
+            oid: base.oid(),
+            len,
+            byval,
+            align,
             kind: TypeKind::Base(base),
         }
     }
@@ -259,11 +107,7 @@ impl TypeInfo {
     /// An array type `oid` over `element`, laid out the way `CREATE TYPE` lays
     /// out array types: varlena, 8-byte aligned if the element is, else 4.
     pub fn array_of(oid: u32, element: TypeInfo, delimiter: u8) -> TypeInfo {
-        let align = if element.align == Align::Double {
-            Align::Double
-        } else {
-            Align::Int
-        };
+        let align = container_align(element.align);
         TypeInfo {
             oid,
             len: -1,
@@ -300,6 +144,34 @@ impl TypeInfo {
         }
     }
 
+    /// A range type `oid` over `subtype`, laid out the way `CREATE TYPE ...
+    /// AS RANGE` lays ranges out: varlena, 8-byte aligned if the subtype is,
+    /// else 4.
+    pub fn range_of(oid: u32, subtype: TypeInfo) -> TypeInfo {
+        TypeInfo {
+            oid,
+            len: -1,
+            byval: false,
+            align: container_align(subtype.align),
+            kind: TypeKind::Range {
+                subtype: Box::new(subtype),
+            },
+        }
+    }
+
+    /// A multirange type `oid` over the range type `range`; aligned like it.
+    pub fn multirange_of(oid: u32, range: TypeInfo) -> TypeInfo {
+        TypeInfo {
+            oid,
+            len: -1,
+            byval: false,
+            align: range.align,
+            kind: TypeKind::Multirange {
+                range: Box::new(range),
+            },
+        }
+    }
+
     /// A type that cannot be printed, with its layout (so tuples holding it
     /// can still be walked) and, if known, its name.
     pub fn unsupported(
@@ -322,6 +194,29 @@ impl TypeInfo {
     pub fn is_varlena(&self) -> bool {
         self.len == -1
     }
+
+    /// The first type, this one or one inside it (an element, a domain's
+    /// base, a range's subtype, ...), that cannot be printed.
+    pub fn first_unsupported(&self) -> Option<&TypeInfo> {
+        match &self.kind {
+            TypeKind::Unsupported { .. } => Some(self),
+            TypeKind::Base(_) | TypeKind::Enum { .. } => None,
+            TypeKind::Array { element: inner, .. }
+            | TypeKind::Domain { base: inner }
+            | TypeKind::Range { subtype: inner }
+            | TypeKind::Multirange { range: inner } => inner.first_unsupported(),
+        }
+    }
+}
+
+/// The alignment of a varlena container (array, range) of values aligned
+/// to `inner`: 8 bytes if they are, else 4.
+fn container_align(inner: Align) -> Align {
+    if inner == Align::Double {
+        Align::Double
+    } else {
+        Align::Int
+    }
 }
 
 #[cfg(test)]
@@ -339,7 +234,7 @@ mod tests {
             match array.kind {
                 TypeKind::Array { element, delimiter } => {
                     assert_eq!(*element, scalar);
-                    assert_eq!(delimiter, b',');
+                    assert_eq!(delimiter, base.delimiter());
                 }
                 other => panic!("{other:?}"),
             }
@@ -350,7 +245,7 @@ mod tests {
             TypeInfo::builtin(1016).map(|t| t.align),
             Some(Align::Double)
         );
-        assert!(TypeInfo::builtin(1560).is_none());
+        assert!(TypeInfo::builtin(2205).is_none());
     }
 
     #[test]

@@ -32,32 +32,42 @@
 //!
 //! Supported: bool, int2, int4, int8, oid, float4, float8, numeric, text,
 //! varchar, bpchar, name, "char", bytea, date, time, timetz, timestamp,
-//! timestamptz, interval, uuid, json, jsonb, inet, cidr, macaddr, money,
-//! pg_lsn, enums, domains over any of these, and arrays of any of them. Any other
-//! type yields [`TypeError::Unsupported`], so that the caller can name the
-//! column and fall back. Bytes that are not a valid value yield
+//! timestamptz, interval, uuid, json, jsonb, inet, cidr, macaddr, macaddr8,
+//! money, pg_lsn, bit, varbit, xid, xid8, cid, tid, int2vector, oidvector,
+//! refcursor, pg_snapshot, txid_snapshot, the geometric types (point, lseg,
+//! box, line, circle, path, polygon), enums, ranges and multiranges over
+//! any of these, domains over any of these, and arrays of any of them. Any
+//! other type yields [`TypeError::Unsupported`], so that the caller can name
+//! the column and fall back. Bytes that are not a valid value yield
 //! [`TypeError::Malformed`]; no input makes this module panic.
 
 mod array;
+mod bits;
+mod builtin;
 mod datetime;
 mod error;
 mod float;
+mod geo;
 mod info;
+mod intvector;
 mod jsonb;
 mod network;
 mod numeric;
 mod pow5;
 mod push;
+mod range;
 mod read;
 mod ryu;
 mod scalar;
+mod snapshot;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod vectors;
 
+pub use builtin::BaseType;
 pub use error::TypeError;
-pub use info::{Align, BaseType, TypeInfo, TypeKind};
+pub use info::{Align, TypeInfo, TypeKind};
 
 /// The text PostgreSQL's output function gives for a stored datum of type
 /// `ty` (see the module documentation for what `datum` holds).
@@ -95,11 +105,35 @@ fn write(ty: &TypeInfo, datum: &[u8], out: &mut String) -> Result<(), TypeError>
             array::array_out(ty.oid, element, *delimiter, datum, out)
         }
         TypeKind::Domain { base } => write(base, datum, out),
+        TypeKind::Range { subtype } => {
+            ensure_supported(subtype)?;
+            range::range_out(ty.oid, subtype, datum, out)
+        }
+        TypeKind::Multirange { range } => {
+            ensure_supported(range)?;
+            range::multirange_out(ty.oid, range, datum, out)
+        }
         TypeKind::Unsupported { name } => Err(TypeError::Unsupported {
             oid: ty.oid,
             name: name.clone(),
         }),
     }
+}
+
+/// Fails if `ty`, or a type inside it, cannot be printed: a container
+/// fails even when it holds no value of that type.
+fn ensure_supported(ty: &TypeInfo) -> Result<(), TypeError> {
+    ty.first_unsupported()
+        .map_or(Ok(()), |t| Err(unsupported(t)))
+}
+
+/// The error for a type that cannot be printed.
+fn unsupported(ty: &TypeInfo) -> TypeError {
+    let name = match &ty.kind {
+        TypeKind::Unsupported { name } => name.clone(),
+        _ => None,
+    };
+    TypeError::Unsupported { oid: ty.oid, name }
 }
 
 fn base_out(base: BaseType, oid: u32, datum: &[u8], out: &mut String) -> Result<(), TypeError> {
@@ -111,17 +145,34 @@ fn base_out(base: BaseType, oid: u32, datum: &[u8], out: &mut String) -> Result<
         BaseType::Int4 => scalar::int_out(oid, datum, 4, true, out),
         BaseType::Int8 => scalar::int_out(oid, datum, 8, true, out),
         BaseType::Oid => scalar::int_out(oid, datum, 4, false, out),
-        BaseType::Text | BaseType::Varchar | BaseType::Bpchar | BaseType::Json => {
-            scalar::text_out(oid, datum, out)
-        }
+        BaseType::Text
+        | BaseType::Varchar
+        | BaseType::Bpchar
+        | BaseType::Json
+        | BaseType::Refcursor => scalar::text_out(oid, datum, out),
+        BaseType::Xid | BaseType::Cid => scalar::int_out(oid, datum, 4, false, out),
+        BaseType::Xid8 => scalar::int_out(oid, datum, 8, false, out),
+        BaseType::Tid => scalar::tid_out(oid, datum, out),
+        BaseType::Int2vector => intvector::intvector_out(oid, datum, false, out),
+        BaseType::Oidvector => intvector::intvector_out(oid, datum, true, out),
+        BaseType::Bit | BaseType::Varbit => bits::varbit_out(oid, datum, out),
+        BaseType::PgSnapshot | BaseType::TxidSnapshot => snapshot::snapshot_out(oid, datum, out),
         BaseType::Bytea => {
             scalar::bytea_out(datum, out);
             Ok(())
         }
         BaseType::Money => scalar::money_out(oid, datum, out),
         BaseType::Uuid => scalar::uuid_out(oid, datum, out),
-        BaseType::Macaddr => scalar::macaddr_out(oid, datum, out),
+        BaseType::Macaddr => scalar::macaddr_out::<6>(oid, datum, out),
+        BaseType::Macaddr8 => scalar::macaddr_out::<8>(oid, datum, out),
         BaseType::PgLsn => scalar::pg_lsn_out(oid, datum, out),
+        BaseType::Point => geo::geo_out(oid, geo::Shape::Point, datum, out),
+        BaseType::Lseg => geo::geo_out(oid, geo::Shape::Lseg, datum, out),
+        BaseType::Box => geo::geo_out(oid, geo::Shape::Box, datum, out),
+        BaseType::Line => geo::geo_out(oid, geo::Shape::Line, datum, out),
+        BaseType::Circle => geo::geo_out(oid, geo::Shape::Circle, datum, out),
+        BaseType::Path => geo::geo_out(oid, geo::Shape::Path, datum, out),
+        BaseType::Polygon => geo::geo_out(oid, geo::Shape::Polygon, datum, out),
         BaseType::Float4 => float::float4_out(oid, datum, out),
         BaseType::Float8 => float::float8_out(oid, datum, out),
         BaseType::Numeric => numeric::numeric_out(oid, datum, out),

@@ -83,6 +83,44 @@ pub(super) fn nested_varlena(oid: u32, data: &[u8], offset: usize) -> Result<Nes
     })
 }
 
+/// Size of the varlena header that offsets inside a container value (an
+/// array, a range) are aligned relative to: the payload handed to the
+/// output functions starts this far into the value as PostgreSQL lays it
+/// out in memory.
+pub(super) const HDR: usize = 4;
+
+/// A value of type `ty` stored inside a range or multirange at payload
+/// offset `pos` (before alignment), read the way `att_align_pointer` and
+/// `fetch_att` read it: fixed-length values are aligned; a varlena with a
+/// 1-byte header (a non-zero first byte) is not, one with a 4-byte header
+/// is. Returns the bytes as `output` takes them and the offset past them.
+pub(super) fn packed_value<'a>(
+    oid: u32,
+    ty: &super::TypeInfo,
+    data: &'a [u8],
+    pos: usize,
+) -> Result<(&'a [u8], usize), TypeError> {
+    let aligned = || align_up(pos + HDR, ty.align.bytes()).map(|a| a - HDR);
+    let truncated = || malformed(oid, pos, "value is truncated");
+    match ty.len {
+        len if len > 0 => {
+            let at = aligned().ok_or_else(truncated)?;
+            let end = at.checked_add(len as usize).ok_or_else(truncated)?;
+            let value = data.get(at..end).ok_or_else(truncated)?;
+            Ok((value, end))
+        }
+        -1 => {
+            let at = match data.get(pos) {
+                Some(&b) if b != 0 => pos,
+                _ => aligned().ok_or_else(truncated)?,
+            };
+            let v = nested_varlena(oid, data, at)?;
+            Ok((data.get(v.start..v.end).ok_or_else(truncated)?, v.end))
+        }
+        _ => Err(super::unsupported(ty)),
+    }
+}
+
 /// `offset` rounded up to a multiple of `align` (a power of two).
 pub(super) fn align_up(offset: usize, align: usize) -> Option<usize> {
     let mask = align.checked_sub(1)?;

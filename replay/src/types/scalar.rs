@@ -1,5 +1,5 @@
-//! Simple scalar types: booleans, integers, strings, bytea, money, uuid,
-//! macaddr and pg_lsn.
+//! Simple scalar types: booleans, integers (and the transaction and command
+//! IDs), strings, bytea, money, uuid, macaddr, macaddr8, tid and pg_lsn.
 //!
 //! Strings are stored in the server encoding, which must be UTF-8 here; a
 //! value that is not valid UTF-8 is reported as malformed.
@@ -55,7 +55,8 @@ pub(super) fn bytea_out(datum: &[u8], out: &mut String) {
     }
 }
 
-/// int2, int4, int8 and oid: little-endian integers of the datum's width.
+/// int2, int4, int8, oid, xid, cid and xid8: little-endian integers of the
+/// datum's width.
 pub(super) fn int_out(
     oid: u32,
     datum: &[u8],
@@ -67,6 +68,7 @@ pub(super) fn int_out(
         (2, _) => push_i64(out, i64::from(i16::from_le_bytes(exact(oid, datum)?))),
         (4, true) => push_i64(out, i64::from(i32::from_le_bytes(exact(oid, datum)?))),
         (4, false) => push_u64(out, u64::from(u32::from_le_bytes(exact(oid, datum)?))),
+        (_, false) => push_u64(out, u64::from_le_bytes(exact(oid, datum)?)),
         _ => push_i64(out, i64::from_le_bytes(exact(oid, datum)?)),
     }
     Ok(())
@@ -121,9 +123,14 @@ pub(super) fn uuid_out(oid: u32, datum: &[u8], out: &mut String) -> Result<(), T
     Ok(())
 }
 
-/// `macaddr_out`: six lower-case hex bytes separated by `:`.
-pub(super) fn macaddr_out(oid: u32, datum: &[u8], out: &mut String) -> Result<(), TypeError> {
-    let bytes = exact::<6>(oid, datum)?;
+/// `macaddr_out` (`N` = 6) and `macaddr8_out` (`N` = 8): lower-case hex
+/// bytes separated by `:`.
+pub(super) fn macaddr_out<const N: usize>(
+    oid: u32,
+    datum: &[u8],
+    out: &mut String,
+) -> Result<(), TypeError> {
+    let bytes = exact::<N>(oid, datum)?;
     for (i, b) in bytes.iter().enumerate() {
         if i > 0 {
             out.push(':');
@@ -140,5 +147,19 @@ pub(super) fn pg_lsn_out(oid: u32, datum: &[u8], out: &mut String) -> Result<(),
     push_hex_upper(out, (lsn >> 32) as u32);
     out.push('/');
     push_hex_upper(out, lsn as u32);
+    Ok(())
+}
+
+/// `tidout`: `(block,offset)`. The block number is stored as two 16-bit
+/// halves, high first, each little-endian; the offset follows.
+pub(super) fn tid_out(oid: u32, datum: &[u8], out: &mut String) -> Result<(), TypeError> {
+    let b = exact::<6>(oid, datum)?;
+    let hi = u32::from(u16::from_le_bytes([b[0], b[1]]));
+    let lo = u32::from(u16::from_le_bytes([b[2], b[3]]));
+    out.push('(');
+    push_u64(out, u64::from(hi << 16 | lo));
+    out.push(',');
+    push_u64(out, u64::from(u16::from_le_bytes([b[4], b[5]])));
+    out.push(')');
     Ok(())
 }

@@ -67,6 +67,10 @@ pub(super) fn type_of(spec: &str, enums: &HashMap<u32, HashMap<u32, String>>) ->
         "enumarr" => TypeInfo::array_of(num(1), enum_type(num(2)), b','),
         "domain" => TypeInfo::domain(num(1), builtin(num(2))),
         "domainarr" => TypeInfo::array_of(num(1), TypeInfo::domain(num(2), builtin(num(3))), b','),
+        "range" => TypeInfo::range_of(num(1), builtin(num(2))),
+        "multirange" => {
+            TypeInfo::multirange_of(num(1), TypeInfo::range_of(num(2), builtin(num(3))))
+        }
         other => panic!("unknown type spec {other}"),
     }
 }
@@ -164,6 +168,32 @@ vector_tests! {
     macaddr_vectors => ["b:829"];
     money_vectors => ["b:790"];
     pg_lsn_vectors => ["b:3220"];
+    bit_vectors => ["b:1560", "b:1561"];
+    varbit_vectors => ["b:1562", "b:1563"];
+    macaddr8_vectors => ["b:774", "b:775"];
+    xid_vectors => ["b:28", "b:1011"];
+    cid_vectors => ["b:29", "b:1012"];
+    xid8_vectors => ["b:5069", "b:271"];
+    tid_vectors => ["b:27", "b:1010"];
+    int2vector_vectors => ["b:22", "b:1006"];
+    oidvector_vectors => ["b:30", "b:1013"];
+    refcursor_vectors => ["b:1790", "b:2201"];
+    snapshot_vectors => ["b:5038", "b:5039", "b:2970", "b:2949"];
+    point_vectors => ["b:600", "b:1017"];
+    lseg_vectors => ["b:601", "b:1018"];
+    box_vectors => ["b:603", "b:1020"];
+    line_vectors => ["b:628", "b:629"];
+    circle_vectors => ["b:718", "b:719"];
+    path_vectors => ["b:602", "b:1019"];
+    polygon_vectors => ["b:604", "b:1027"];
+    range_vectors => [
+        "b:3904", "b:3926", "b:3906", "b:3908", "b:3910", "b:3912",
+        "b:3905", "b:3927", "b:3907", "b:3909", "b:3911", "b:3913", "range"
+    ];
+    multirange_vectors => [
+        "b:4451", "b:4536", "b:4532", "b:4533", "b:4534", "b:4535",
+        "b:6150", "b:6157", "b:6151", "b:6152", "b:6153", "b:6155", "multirange"
+    ];
     enum_vectors => ["enum", "enumarr"];
     domain_vectors => ["domain", "domainarr"];
     array_vectors => [
@@ -179,7 +209,9 @@ fn vectors_cover_both_header_forms_of_aligned_arrays() {
     let (enums, vectors) = load();
     // int8[] and float8[] elements are 8-byte aligned relative to a 4-byte
     // header; a 1-byte header shifts the payload, which must not matter.
-    for spec in ["b:1016", "b:1022", "b:1115", "b:3221", "b:3802"] {
+    for spec in [
+        "b:1016", "b:1022", "b:1115", "b:3221", "b:271", "b:1017", "b:3802",
+    ] {
         let short = vectors
             .iter()
             .filter(|v| v.spec == spec)

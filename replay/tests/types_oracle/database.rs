@@ -85,7 +85,8 @@ pub(crate) fn connect() -> (TempDb, Client) {
              ALTER TYPE mood ADD VALUE 'early' BEFORE 'sad';
              ALTER TYPE mood ADD VALUE 'late';
              CREATE DOMAIN posint AS int4 CHECK (VALUE > 0);
-             CREATE DOMAIN ltext AS text;",
+             CREATE DOMAIN ltext AS text;
+             CREATE TYPE textrange AS RANGE (subtype = text);",
         )
         .expect("set up the test database");
     (db, client)

@@ -59,6 +59,68 @@ pub(crate) fn pg_lsn() -> Param {
     .boxed()
 }
 
+/// Any unsigned 64-bit value (xid8), the ends often.
+pub(crate) fn uint8() -> Param {
+    prop_oneof![Just(0u64), Just(u64::MAX), 0..1000u64, any::<u64>()]
+        .prop_map(|v| v.to_be_bytes().to_vec())
+        .boxed()
+}
+
+/// bit strings of a length in `len`, in varbit's binary form (bit count,
+/// then the bits with the last byte zero-padded).
+pub(crate) fn bits(len: std::ops::RangeInclusive<usize>) -> Param {
+    len.prop_flat_map(|n| (Just(n), vec(any::<u8>(), n.div_ceil(8))))
+        .prop_map(|(n, mut bytes)| {
+            if let Some(last) = bytes.last_mut() {
+                if n % 8 != 0 {
+                    *last &= 0xffu8 << (8 - n % 8);
+                }
+            }
+            let mut b = (n as i32).to_be_bytes().to_vec();
+            b.extend_from_slice(&bytes);
+            b
+        })
+        .boxed()
+}
+
+/// int2vector text: up to 8 numbers separated by spaces.
+pub(crate) fn int2vector() -> Param {
+    vec(
+        prop_oneof![Just(i16::MIN), Just(i16::MAX), any::<i16>()],
+        0..8,
+    )
+    .prop_map(|v| {
+        let words: Vec<String> = v.iter().map(i16::to_string).collect();
+        words.join(" ").into_bytes()
+    })
+    .boxed()
+}
+
+/// oidvector text: up to 8 OIDs separated by spaces.
+pub(crate) fn oidvector() -> Param {
+    vec(prop_oneof![Just(0u32), Just(u32::MAX), any::<u32>()], 0..8)
+        .prop_map(|v| {
+            let words: Vec<String> = v.iter().map(u32::to_string).collect();
+            words.join(" ").into_bytes()
+        })
+        .boxed()
+}
+
+/// Snapshot text `xmin:xmax:xip,...`: 0 < xmin <= xmax, in-progress
+/// transactions ascending and distinct in `xmin..xmax`.
+pub(crate) fn snapshot() -> Param {
+    let xmin = prop_oneof![1..100u64, 1..u64::MAX / 2, Just(u64::MAX - 20)];
+    (xmin, 0..20u64, vec(0..20u64, 0..6))
+        .prop_map(|(xmin, span, mut offsets)| {
+            offsets.retain(|&o| o < span);
+            offsets.sort_unstable();
+            offsets.dedup();
+            let xip: Vec<String> = offsets.iter().map(|o| (xmin + o).to_string()).collect();
+            format!("{xmin}:{}:{}", xmin + span, xip.join(",")).into_bytes()
+        })
+        .boxed()
+}
+
 pub(crate) fn positive_int4() -> Param {
     (1..=i32::MAX)
         .prop_map(|v| v.to_be_bytes().to_vec())
@@ -90,6 +152,56 @@ pub(crate) fn float8() -> Param {
     ]
     .prop_map(|bits| bits.to_be_bytes().to_vec())
     .boxed()
+}
+
+/// `n` float8s back to back (a point, lseg or box in binary form).
+pub(crate) fn floats(n: usize) -> Param {
+    vec(float8(), n).prop_map(|v| v.concat()).boxed()
+}
+
+/// A line `{A,B,C}`: A and B not both (nearly) zero, which line_recv
+/// rejects.
+pub(crate) fn line() -> Param {
+    floats(3)
+        .prop_filter("A and B both zero", |b| {
+            let coef = |i: usize| f64::from_be_bytes(b[8 * i..8 * i + 8].try_into().unwrap());
+            !(coef(0).abs() <= 1e-6 && coef(1).abs() <= 1e-6)
+        })
+        .boxed()
+}
+
+/// A circle: center and a radius that is not negative.
+pub(crate) fn circle() -> Param {
+    (floats(2), float8())
+        .prop_map(|(mut center, radius)| {
+            let r = f64::from_be_bytes(radius[..8].try_into().unwrap());
+            center.extend_from_slice(&r.abs().to_be_bytes());
+            center
+        })
+        .boxed()
+}
+
+/// A path: closed flag, point count, points.
+pub(crate) fn path() -> Param {
+    (any::<bool>(), vec(floats(2), 1..8))
+        .prop_map(|(closed, points)| {
+            let mut b = vec![u8::from(closed)];
+            b.extend_from_slice(&(points.len() as i32).to_be_bytes());
+            b.extend_from_slice(&points.concat());
+            b
+        })
+        .boxed()
+}
+
+/// A polygon: point count, points.
+pub(crate) fn polygon() -> Param {
+    vec(floats(2), 1..8)
+        .prop_map(|points| {
+            let mut b = (points.len() as i32).to_be_bytes().to_vec();
+            b.extend_from_slice(&points.concat());
+            b
+        })
+        .boxed()
 }
 
 /// numeric literals: specials, plain decimals of random scale, exponents.
@@ -319,6 +431,145 @@ pub(crate) fn json() -> Param {
     });
     (doc, prop::sample::select(vec!["", " ", "\n\t"]))
         .prop_map(|(d, ws)| format!("{ws}{d}{ws}").into_bytes())
+        .boxed()
+}
+
+/// How range bounds sort, from their binary form.
+#[derive(Clone, Copy)]
+pub(crate) enum Key {
+    /// A big-endian signed integer (int, timestamp, date).
+    Signed,
+    /// Bytes (text in the C collation).
+    Bytes,
+}
+
+fn sort_key(key: Key, bytes: &[u8]) -> Vec<u8> {
+    let mut k = bytes.to_vec();
+    if let (Key::Signed, Some(first)) = (key, k.first_mut()) {
+        *first ^= 0x80;
+    }
+    k
+}
+
+const RANGE_EMPTY: u8 = 0x01;
+const RANGE_LB_INC: u8 = 0x02;
+const RANGE_UB_INC: u8 = 0x04;
+const RANGE_LB_INF: u8 = 0x08;
+const RANGE_UB_INF: u8 = 0x10;
+
+/// Range flags: empty now and then, else any mix of inclusive and infinite
+/// bounds.
+fn range_flags() -> impl Strategy<Value = u8> {
+    prop_oneof![
+        1 => Just(RANGE_EMPTY),
+        9 => (0u8..16).prop_map(|b| {
+            [RANGE_LB_INC, RANGE_UB_INC, RANGE_LB_INF, RANGE_UB_INF]
+                .iter()
+                .enumerate()
+                .filter(|(i, _)| b & (1 << i) != 0)
+                .fold(0, |f, (_, bit)| f | bit)
+        }),
+    ]
+}
+
+/// A range in binary form (flags, then each finite bound as length and
+/// value) over bounds drawn from `bound`, the lower one not above the
+/// upper one.
+pub(crate) fn range(bound: Param, key: Key) -> Param {
+    (range_flags(), bound.clone(), bound)
+        .prop_map(move |(flags, a, b)| {
+            let (lo, hi) = if sort_key(key, &a) <= sort_key(key, &b) {
+                (a, b)
+            } else {
+                (b, a)
+            };
+            let mut out = vec![flags];
+            if flags & RANGE_EMPTY == 0 {
+                for (inf, v) in [(RANGE_LB_INF, lo), (RANGE_UB_INF, hi)] {
+                    if flags & inf == 0 {
+                        out.extend_from_slice(&(v.len() as i32).to_be_bytes());
+                        out.extend_from_slice(&v);
+                    }
+                }
+            }
+            out
+        })
+        .boxed()
+}
+
+/// numrange text: decimal bounds of a shared scale, in order, inclusive or
+/// not, infinite now and then.
+pub(crate) fn numrange() -> Param {
+    (range_flags(), any::<i64>(), any::<i64>(), 0..8u32)
+        .prop_map(|(flags, a, b, scale)| {
+            if flags & RANGE_EMPTY != 0 {
+                return b"empty".to_vec();
+            }
+            let (lo, hi) = (a.min(b), a.max(b));
+            let num = |v: i64| {
+                let digits = v.unsigned_abs().to_string();
+                let scale = scale as usize;
+                let padded = format!("{digits:0>width$}", width = scale + 1);
+                let (int, frac) = padded.split_at(padded.len() - scale);
+                let sign = if v < 0 { "-" } else { "" };
+                if scale == 0 {
+                    format!("{sign}{int}")
+                } else {
+                    format!("{sign}{int}.{frac}")
+                }
+            };
+            let lower = if flags & RANGE_LB_INF != 0 {
+                String::new()
+            } else {
+                num(lo)
+            };
+            let upper = if flags & RANGE_UB_INF != 0 {
+                String::new()
+            } else {
+                num(hi)
+            };
+            let open = if flags & RANGE_LB_INC != 0 { '[' } else { '(' };
+            let close = if flags & RANGE_UB_INC != 0 { ']' } else { ')' };
+            format!("{open}{lower},{upper}{close}").into_bytes()
+        })
+        .boxed()
+}
+
+/// A multirange in binary form: a count, then each range's length and
+/// binary form.
+pub(crate) fn multirange(range: Param) -> Param {
+    vec(range, 0..5)
+        .prop_map(|ranges| {
+            let mut out = (ranges.len() as i32).to_be_bytes().to_vec();
+            for r in ranges {
+                out.extend_from_slice(&(r.len() as i32).to_be_bytes());
+                out.extend_from_slice(&r);
+            }
+            out
+        })
+        .boxed()
+}
+
+/// A multirange in text form from ranges in text form.
+pub(crate) fn multirange_text(range: Param) -> Param {
+    vec(range, 0..5)
+        .prop_map(|ranges| {
+            let texts: Vec<String> = ranges
+                .into_iter()
+                .map(|r| String::from_utf8(r).unwrap_or_default())
+                .collect();
+            format!("{{{}}}", texts.join(",")).into_bytes()
+        })
+        .boxed()
+}
+
+/// Dates whose successor is a date too (daterange's canonical form adds a
+/// day to an exclusive lower or inclusive upper bound).
+pub(crate) fn date_for_ranges() -> Param {
+    date()
+        .prop_filter("last valid date", |d| {
+            d.as_slice() != (END_DATE - 1).to_be_bytes()
+        })
         .boxed()
 }
 
