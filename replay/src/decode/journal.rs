@@ -96,20 +96,6 @@ pub struct JournalMessage {
     pub updates: Vec<JournalUpdate>,
 }
 
-/// A type's name as `format_type` prints it under PostgreSQL's default
-/// `search_path` (`"$user", public`): what a slot's consumer with default
-/// settings sees, and what the live catalog records. The journal formats
-/// names with `search_path` pinned to `pg_catalog`, so a type of schema
-/// public comes qualified. (A public type named like a `pg_catalog` one
-/// would stay qualified under the default path too; such a clash is not
-/// told apart here.)
-fn on_default_path(name: String) -> String {
-    match name.strip_prefix("public.") {
-        Some(rest) => rest.to_string(),
-        None => name,
-    }
-}
-
 /// Parses a journal message written in database `database`.
 pub fn parse(content: &[u8], database: u32) -> Result<JournalMessage, String> {
     let message: Message =
@@ -143,7 +129,7 @@ pub fn parse(content: &[u8], database: u32) -> Result<JournalMessage, String> {
         let mut names = Vec::with_capacity(r.attrs.len());
         for a in r.attrs {
             infos.push((!a.dropped).then(|| types.info(a.typid)));
-            names.push(on_default_path(a.type_name));
+            names.push(a.type_name);
             attrs.push(AttrSchema {
                 name: a.name,
                 attnum: a.attnum,
@@ -193,17 +179,6 @@ pub(crate) fn parse_error(content: &[u8]) -> Vec<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn type_names_read_as_on_the_default_search_path() {
-        assert_eq!(on_default_path("public.mood".into()), "mood");
-        assert_eq!(on_default_path("public.\"Mood\"[]".into()), "\"Mood\"[]");
-        assert_eq!(on_default_path("other.mood".into()), "other.mood");
-        assert_eq!(
-            on_default_path("character varying".into()),
-            "character varying"
-        );
-    }
 
     #[test]
     fn a_message_becomes_relations_and_drops() {
