@@ -285,13 +285,15 @@ fn wal_push_as_archive_command() {
     assert!(archive.zst(&format!("{current}.partial.zst")) == bytes);
     cluster.exec("INSERT INTO t VALUES (1, 'after the partial')");
     cluster.value("SELECT pg_switch_wal()");
-    wait_until(Duration::from_secs(60), "the complete segment", || {
-        archive.files().contains(&format!("{current}.zst"))
-    });
-    assert!(
-        !archive.files().contains(&format!("{current}.partial.zst")),
-        "{:?}",
-        archive.files()
+    // wal-push stores the complete file, then deletes the partial one.
+    wait_until(
+        Duration::from_secs(60),
+        "the complete segment to replace the partial one",
+        || {
+            let files = archive.files();
+            files.contains(&format!("{current}.zst"))
+                && !files.contains(&format!("{current}.partial.zst"))
+        },
     );
 
     // The decoder reads every pushed segment.
