@@ -10,13 +10,11 @@ mod messages;
 mod statements;
 mod storage;
 
-use std::sync::atomic::{AtomicU32, Ordering};
-
 use serde_json::Value;
 use tokio_postgres::NoTls;
 use walfill::journal::{self, InstallReport};
 
-use crate::support::cluster::{admin_url, connect};
+use crate::support::role::Role;
 use crate::support::TestDb;
 
 fn runtime() -> tokio::runtime::Runtime {
@@ -222,41 +220,4 @@ fn oid(db: &TestDb, sql: &str) -> u32 {
         .unwrap_or_else(|| panic!("{sql} returned NULL"))
         .parse()
         .expect("an OID")
-}
-
-/// A login role without superuser (password `pw`), dropped when the guard
-/// goes: declare it before the databases that reference it, so that they are
-/// dropped first.
-struct Role(String);
-
-static ROLE_COUNTER: AtomicU32 = AtomicU32::new(0);
-
-impl Role {
-    fn create() -> Role {
-        let name = format!(
-            "wf_journal_user_{}_{}",
-            std::process::id(),
-            ROLE_COUNTER.fetch_add(1, Ordering::Relaxed)
-        );
-        connect(&admin_url())
-            .batch_execute(&format!(
-                "CREATE ROLE {name} LOGIN NOSUPERUSER PASSWORD 'pw'"
-            ))
-            .expect("creating a role");
-        Role(name)
-    }
-
-    /// `db`'s URL with this role's credentials.
-    fn url(&self, db: &TestDb) -> String {
-        let mut url = url::Url::parse(&db.url()).expect("a database URL");
-        url.set_username(&self.0).expect("a URL with a user");
-        url.set_password(Some("pw")).expect("a URL with a password");
-        url.to_string()
-    }
-}
-
-impl Drop for Role {
-    fn drop(&mut self) {
-        let _ = connect(&admin_url()).batch_execute(&format!("DROP ROLE IF EXISTS {}", self.0));
-    }
 }

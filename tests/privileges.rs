@@ -5,48 +5,13 @@
 //! its database.
 
 use std::process::Output;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use crate::archiver::LocalArchive;
 use crate::support::cluster::{admin_url, archive_url, connect, drop_slots};
+use crate::support::role::Role;
 use crate::support::workload::{create_orders, orders_target, Writer, ORDERS_SELECT, ORDERS_WHERE};
 use crate::support::{assert_view_matches_in, TestDb, Walfill};
-
-static COUNTER: AtomicU32 = AtomicU32::new(0);
-
-/// A login role with password `pw` and the given attributes, dropped when
-/// the guard goes (declare it before the databases it has privileges in).
-struct Role(String);
-
-impl Role {
-    fn create(tag: &str, attributes: &str) -> Role {
-        let name = format!(
-            "wf_priv_{tag}_{}_{}",
-            std::process::id(),
-            COUNTER.fetch_add(1, Ordering::Relaxed)
-        );
-        connect(&admin_url())
-            .batch_execute(&format!(
-                "CREATE ROLE {name} LOGIN NOSUPERUSER {attributes} PASSWORD 'pw'"
-            ))
-            .expect("creating a role");
-        Role(name)
-    }
-
-    fn url(&self, db: &TestDb) -> String {
-        let mut url = url::Url::parse(&db.url()).expect("a database URL");
-        url.set_username(&self.0).expect("a URL with a user");
-        url.set_password(Some("pw")).expect("a URL with a password");
-        url.to_string()
-    }
-}
-
-impl Drop for Role {
-    fn drop(&mut self) {
-        let _ = connect(&admin_url()).batch_execute(&format!("DROP ROLE IF EXISTS {}", self.0));
-    }
-}
 
 /// What a person reads carries its cause and no Rust debug formatting.
 fn assert_readable(args: &[&str], out: &Output) {
@@ -80,8 +45,8 @@ fn fails(walfill: &Walfill, args: &[&str], env: &[(&str, &str)]) -> String {
 
 #[test]
 fn every_command_runs_with_the_documented_grants() {
-    let daily = Role::create("src", "REPLICATION");
-    let owner = Role::create("dst", "");
+    let daily = Role::create("priv_src", "REPLICATION");
+    let owner = Role::create("priv_dst", "");
     let src = TestDb::new("priv_src");
     let dst = TestDb::new("priv_dst");
     create_orders(&src, 3_000);
@@ -282,8 +247,8 @@ fn every_command_runs_with_the_documented_grants() {
 /// pass: each one is valid SQL, and together they are enough.
 #[test]
 fn setups_fixes_run_in_order_make_it_pass() {
-    let daily = Role::create("bare_src", "");
-    let owner = Role::create("bare_dst", "");
+    let daily = Role::create("priv_bare_src", "");
+    let owner = Role::create("priv_bare_dst", "");
     let src = TestDb::new("fix_src");
     let dst = TestDb::new("fix_dst");
     create_orders(&src, 100);

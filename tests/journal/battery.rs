@@ -216,7 +216,7 @@ fn is_journal_warning(notice: &str) -> bool {
 /// The journal at work changes nothing a user can see.
 #[test]
 fn the_journal_changes_nothing_a_statement_does() {
-    let role = Role::create();
+    let role = Role::create("journal_user", "");
     let plain = TestDb::new("journal_plain");
     let journaled = TestDb::new("journal_on");
     let slot = Slot::create(&journaled);
@@ -258,7 +258,7 @@ fn the_journal_changes_nothing_a_statement_does() {
 /// changes nothing a user can see.
 #[test]
 fn a_failing_journal_only_warns() {
-    let role = Role::create();
+    let role = Role::create("journal_user", "");
     let plain = TestDb::new("journal_plain2");
     let broken = TestDb::new("journal_broken");
     let slot = Slot::create(&broken);

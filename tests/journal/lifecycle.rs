@@ -135,7 +135,7 @@ fn state_tables_are_left_alone() {
 /// once a superuser installed it, the role sees a working journal.
 #[test]
 fn install_needs_a_superuser() {
-    let role = Role::create();
+    let role = Role::create("journal_user", "");
     let db = TestDb::new("journal_nosuper");
     let url = role.url(&db);
     match try_install(&url) {

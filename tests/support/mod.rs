@@ -7,6 +7,7 @@ pub mod cluster;
 pub mod compare;
 pub mod failover;
 pub mod foreign;
+pub mod role;
 pub mod rss;
 pub mod run;
 pub mod server;
