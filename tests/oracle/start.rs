@@ -108,9 +108,10 @@ fn from_a_slots_lsn_alone_decodes_like_the_slot() {
         String::from_utf8_lossy(&out.stdout).trim_end(),
     );
 
-    // A --from inside a record: decoding starts at the next record, and
-    // says how many bytes it skipped.
-    let inside = lsn_plus(&o.from, 3);
+    // A --from that no record starts at (in the alignment padding after
+    // the slot's last record, or inside the record after it): decoding
+    // starts at the next record, and says how many bytes it skipped.
+    let inside = lsn_plus(&o.from, not_a_record_start(&o.from));
     let out = decode(&archive_url(), &o, &inside, &expected.to);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{stderr}");
@@ -139,10 +140,24 @@ fn from_a_slots_lsn_alone_decodes_like_the_slot() {
 }
 
 /// `lsn` plus `n` bytes, as `X/Y`.
-fn lsn_plus(lsn: &str, n: u64) -> String {
+fn lsn_value(lsn: &str) -> u64 {
     let (hi, lo) = lsn.split_once('/').expect("an LSN");
-    let value = (u64::from_str_radix(hi, 16).unwrap() << 32) + u64::from_str_radix(lo, 16).unwrap();
-    let value = value + n;
+    (u64::from_str_radix(hi, 16).unwrap() << 32) + u64::from_str_radix(lo, 16).unwrap()
+}
+
+/// How far past `lsn` (the end of a record) a position is that no record
+/// starts at: records start 8-byte aligned, so one byte on, unless that
+/// byte is aligned; then 3 bytes into the record that starts there.
+fn not_a_record_start(lsn: &str) -> u64 {
+    if (lsn_value(lsn) + 1) % 8 == 0 {
+        4
+    } else {
+        1
+    }
+}
+
+fn lsn_plus(lsn: &str, n: u64) -> String {
+    let value = lsn_value(lsn) + n;
     format!("{:X}/{:X}", value >> 32, value & 0xFFFF_FFFF)
 }
 
