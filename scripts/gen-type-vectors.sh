@@ -18,6 +18,10 @@
 #   domain:<oid>:<base oid>  domainarr:<array oid>:<domain oid>:<base oid>
 #   range:<oid>:<subtype oid>  multirange:<oid>:<range oid>:<subtype oid>
 #                                 a user-defined range over a built-in type
+#   composite:<oid>:<attrs>  compositearr:<array oid>:<oid>:<attrs>
+#                                 a composite type over built-in types; <attrs>
+#                                 lists each attribute's type OID, or x<len><align>
+#                                 for a dropped one
 # and <header> is `plain` or `short` (which column the bytes come from).
 #
 # Usage: scripts/gen-type-vectors.sh   (starts the private cluster if needed)
@@ -50,6 +54,19 @@ CREATE DOMAIN dtext AS text;
 CREATE TYPE textrange AS RANGE (subtype = text);
 CREATE TYPE float8range AS RANGE (subtype = float8);
 CREATE TYPE intervalrange AS RANGE (subtype = interval);
+CREATE TYPE comp AS (i int4, t text, n numeric, b bool, f float8, ts timestamptz, d int8);
+CREATE TYPE comp_dropped AS (a int8, gone text, c text, d int2, gone2 int8, e int2);
+ALTER TYPE comp_dropped DROP ATTRIBUTE gone, DROP ATTRIBUTE gone2;
+CREATE TYPE comp_empty AS ();
+
+-- The attributes part of a composite's type spec.
+CREATE FUNCTION cspec(t regtype) RETURNS text LANGUAGE sql AS $fn$
+  SELECT t::oid || ':' || coalesce(string_agg(
+           CASE WHEN a.attisdropped THEN 'x' || a.attlen || a.attalign::text ELSE a.atttypid::text END,
+           ',' ORDER BY a.attnum), '')
+    FROM pg_type ty LEFT JOIN pg_attribute a ON a.attrelid = ty.typrelid AND a.attnum > 0
+   WHERE ty.oid = t
+$fn$;
 
 -- Stores each expression (cast to typ) and returns its bytes and output text.
 CREATE FUNCTION vec(spec text, typ text, exprs text[])
@@ -237,6 +254,15 @@ SELECT * FROM vec('multirange:' || 'textmultirange'::regtype::oid || ':' || 'tex
   $$(SELECT range_agg(textrange(repeat(chr(97 + i), 20 + i), repeat(chr(97 + i), 21 + i))) FROM generate_series(0, 9) i)$$]);
 SELECT * FROM vec('multirange:' || 'float8multirange'::regtype::oid || ':' || 'float8range'::regtype::oid || ':701',
   'float8multirange', ARRAY[$$'{[-Infinity,0.1),[1e300,NaN]}'$$]);
+SELECT * FROM vec('composite:' || cspec('comp'), 'comp', ARRAY[
+  $$ROW(1, 'x y', 1.5, true, 0.1, '2000-01-01 00:00:00+00', 7)$$,
+  $$ROW(NULL, '', NULL, NULL, NULL, NULL, NULL)$$,
+  $$ROW(-1, E'q"u\\o(t)e,\ttab', 'NaN', false, '-Infinity', 'infinity', -9223372036854775808)$$,
+  $$ROW(2, 'plain', 3, NULL, NULL, NULL, 4)$$, $$ROW(NULL, NULL, NULL, NULL, NULL, NULL, NULL)$$,
+  $$ROW(3, repeat('w', 300), 1e-300, true, 5e-324, NULL, 1)$$]);
+SELECT * FROM vec('composite:' || cspec('comp_dropped'), 'comp_dropped', ARRAY[
+  $$ROW(1, 'c', 2, 3)$$, $$ROW(NULL, NULL, NULL, 4)$$]);
+SELECT * FROM vec('composite:' || cspec('comp_empty'), 'comp_empty', ARRAY[$$ROW()$$]);
 SELECT * FROM vec('enum:' || 'mood'::regtype::oid, 'mood', ARRAY[
   $$'sad'$$, $$'early'$$, $$'ünï'$$, $$'NULL'$$]);
 SELECT * FROM vec('domain:' || 'posint'::regtype::oid || ':23', 'posint', ARRAY['5', '2147483647']);
@@ -310,6 +336,8 @@ SELECT * FROM vec('b:6151', 'nummultirange[]', ARRAY[$$'{"{[1.5,2)}"}'$$]);
 SELECT * FROM vec('b:6152', 'tsmultirange[]', ARRAY[$$'{"{[2000-01-01,2000-01-02)}"}'$$]);
 SELECT * FROM vec('b:6153', 'tstzmultirange[]', ARRAY[$$'{"{[2000-01-01 00:00:00+00,)}"}'$$]);
 SELECT * FROM vec('b:6155', 'datemultirange[]', ARRAY[$$'{"{[2000-01-01,2000-01-05)}"}'$$]);
+SELECT * FROM vec('compositearr:' || 'comp[]'::regtype::oid || ':' || cspec('comp'), 'comp[]',
+  ARRAY[$$ARRAY[ROW(1, 'a b', 1, true, 1, NULL, 2)::comp, NULL, ROW(NULL, '', NULL, NULL, NULL, NULL, NULL)::comp]$$]);
 SELECT * FROM vec('enumarr:' || 'mood[]'::regtype::oid || ':' || 'mood'::regtype::oid, 'mood[]',
   ARRAY[$$'{sad,NULL,"NULL","with space","quo\"te",ünï,early}'$$]);
 SELECT * FROM vec('domainarr:' || 'posint[]'::regtype::oid || ':' || 'posint'::regtype::oid || ':23',

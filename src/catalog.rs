@@ -1,6 +1,6 @@
 //! The decoder's catalog read from the live database: every permanent user
-//! table with its storage layout, types (enum labels, range subtypes) and
-//! replica identity.
+//! table with its storage layout, types (enum labels, range subtypes,
+//! composite attributes) and replica identity.
 //!
 //! This describes relations as they are *now*; decoding WAL written before a
 //! schema change needs the catalog journal instead.
@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 
 use tokio_postgres::Client;
-use walfill_replay::decode::{Catalog, NewRelation, RelationSchema, TypeRow, TypeRows};
+use walfill_replay::decode::{Catalog, NewRelation, RelationSchema, TypeAttr, TypeRow, TypeRows};
 use walfill_replay::tuple::{Align, AttrSchema, RelSchema, Storage};
 use walfill_replay::types::TypeInfo;
 use walfill_replay::wal::RelFileLocator;
@@ -188,8 +188,8 @@ fn first_array_element(literal: &str) -> Option<String> {
     None
 }
 
-/// Every type of the database (with enum labels, and what a range or
-/// multirange ranges over).
+/// Every type of the database (with enum labels, what a range or
+/// multirange ranges over, and the attributes of composite types).
 async fn load_types(client: &Client) -> Result<TypeRows> {
     let mut labels: HashMap<u32, Vec<(u32, String)>> = HashMap::new();
     for r in client
@@ -204,6 +204,26 @@ async fn load_types(client: &Client) -> Result<TypeRows> {
             .entry(r.get(0))
             .or_default()
             .push((r.get(1), r.get(2)));
+    }
+    let mut attrs: HashMap<u32, Vec<TypeAttr>> = HashMap::new();
+    for r in client
+        .query(
+            "SELECT t.oid, a.atttypid, a.attlen, a.attbyval, a.attalign::text, a.attisdropped
+               FROM pg_type t JOIN pg_attribute a ON a.attrelid = t.typrelid
+              WHERE t.typtype = 'c' AND a.attnum > 0
+              ORDER BY t.oid, a.attnum",
+            &[],
+        )
+        .await
+        .map_err(|e| Error::source_query("reading the attributes of composite types", e))?
+    {
+        attrs.entry(r.get(0)).or_default().push(TypeAttr {
+            typid: r.get(1),
+            len: r.get(2),
+            byval: r.get(3),
+            align: r.get(4),
+            dropped: r.get(5),
+        });
     }
     let rows = client
         .query(
@@ -234,6 +254,7 @@ async fn load_types(client: &Client) -> Result<TypeRows> {
             labels: labels.remove(&oid).unwrap_or_default(),
             subtype: r.get(10),
             range: r.get(11),
+            attrs: attrs.remove(&oid),
         }
     })))
 }

@@ -12,6 +12,10 @@
 //! values), so both header forms are checked; arrays and jsonb lay out their
 //! insides relative to a 4-byte header, which the 1-byte form shifts.
 
+#[path = "types_oracle/builtin_values.rs"]
+mod builtin_values;
+#[path = "types_oracle/containers.rs"]
+mod containers;
 #[path = "types_oracle/database.rs"]
 mod database;
 #[path = "types_oracle/strategies.rs"]
@@ -22,7 +26,6 @@ use std::collections::HashMap;
 use std::time::Instant;
 
 use postgres::Client;
-use proptest::prelude::Strategy;
 use proptest::test_runner::{Config as RunConfig, TestCaseError, TestRunner};
 use walfill_replay::types::{output, BaseType, TypeInfo};
 
@@ -31,10 +34,10 @@ use strategies::Param;
 
 /// Values per scalar type and per array type; `PROPTEST_CASES` overrides
 /// both for a longer run.
-const SCALAR_CASES: u32 = 200;
+pub(crate) const SCALAR_CASES: u32 = 200;
 const ARRAY_CASES: u32 = 100;
 
-fn case_count(default: u32) -> u32 {
+pub(crate) fn case_count(default: u32) -> u32 {
     std::env::var("PROPTEST_CASES")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -42,116 +45,16 @@ fn case_count(default: u32) -> u32 {
 }
 
 /// One type under test.
-struct Case {
+pub(crate) struct Case {
     /// Column type, as SQL.
-    sql_type: String,
+    pub(crate) sql_type: String,
     /// Type of the parameter (binary); cast to `sql_type` when different.
-    param_type: String,
+    pub(crate) param_type: String,
     /// What `output` is told about the column type.
-    ty: TypeInfo,
+    pub(crate) ty: TypeInfo,
     /// Parameter values.
-    values: Param,
-    cases: u32,
-}
-
-/// Built-in scalar cases: column type, parameter type (sent in binary), the
-/// parameter type's OID, and the type under test.
-const BUILTIN_CASES: &[(&str, &str, u32, BaseType)] = &[
-    ("bool", "bool", 16, BaseType::Bool),
-    ("int2", "int2", 21, BaseType::Int2),
-    ("int4", "int4", 23, BaseType::Int4),
-    ("int8", "int8", 20, BaseType::Int8),
-    ("oid", "oid", 26, BaseType::Oid),
-    ("float4", "float4", 700, BaseType::Float4),
-    ("float8", "float8", 701, BaseType::Float8),
-    ("numeric", "text", 25, BaseType::Numeric),
-    ("text", "text", 25, BaseType::Text),
-    ("varchar(12)", "text", 25, BaseType::Varchar),
-    ("char(8)", "text", 25, BaseType::Bpchar),
-    ("name", "text", 25, BaseType::Name),
-    ("\"char\"", "\"char\"", 18, BaseType::Char),
-    ("bytea", "bytea", 17, BaseType::Bytea),
-    ("date", "date", 1082, BaseType::Date),
-    ("time", "time", 1083, BaseType::Time),
-    ("timetz", "timetz", 1266, BaseType::Timetz),
-    ("timestamp", "timestamp", 1114, BaseType::Timestamp),
-    ("timestamptz", "timestamptz", 1184, BaseType::Timestamptz),
-    ("interval", "interval", 1186, BaseType::Interval),
-    ("uuid", "uuid", 2950, BaseType::Uuid),
-    ("json", "text", 25, BaseType::Json),
-    ("jsonb", "text", 25, BaseType::Jsonb),
-    ("inet", "inet", 869, BaseType::Inet),
-    ("cidr", "cidr", 650, BaseType::Cidr),
-    ("macaddr", "macaddr", 829, BaseType::Macaddr),
-    ("money", "money", 790, BaseType::Money),
-    ("pg_lsn", "pg_lsn", 3220, BaseType::PgLsn),
-    ("bit(12)", "varbit", 1562, BaseType::Bit),
-    ("varbit", "varbit", 1562, BaseType::Varbit),
-    ("macaddr8", "macaddr8", 774, BaseType::Macaddr8),
-    ("xid", "xid", 28, BaseType::Xid),
-    ("cid", "cid", 29, BaseType::Cid),
-    ("xid8", "xid8", 5069, BaseType::Xid8),
-    ("tid", "tid", 27, BaseType::Tid),
-    ("int2vector", "text", 25, BaseType::Int2vector),
-    ("oidvector", "text", 25, BaseType::Oidvector),
-    ("refcursor", "text", 25, BaseType::Refcursor),
-    ("pg_snapshot", "text", 25, BaseType::PgSnapshot),
-    ("txid_snapshot", "text", 25, BaseType::TxidSnapshot),
-    ("point", "point", 600, BaseType::Point),
-    ("lseg", "lseg", 601, BaseType::Lseg),
-    ("box", "box", 603, BaseType::Box),
-    ("line", "line", 628, BaseType::Line),
-    ("circle", "circle", 718, BaseType::Circle),
-    ("path", "path", 602, BaseType::Path),
-    ("polygon", "polygon", 604, BaseType::Polygon),
-];
-
-/// Parameter values for a built-in type.
-fn values_for(base: BaseType) -> Param {
-    match base {
-        BaseType::Bool => strategies::boolean(),
-        BaseType::Int2 => strategies::int2(),
-        BaseType::Int4 => strategies::int4(),
-        BaseType::Int8 => strategies::int8(),
-        BaseType::Oid => strategies::oid(),
-        BaseType::Float4 => strategies::float4(),
-        BaseType::Float8 => strategies::float8(),
-        BaseType::Numeric => strategies::numeric(),
-        BaseType::Text => strategies::text(30),
-        BaseType::Varchar => strategies::text(16),
-        BaseType::Bpchar => strategies::text(10),
-        BaseType::Name => strategies::text(70),
-        BaseType::Char => strategies::char_byte(),
-        BaseType::Bytea => strategies::bytea(),
-        BaseType::Date => strategies::date(),
-        BaseType::Time => strategies::time(),
-        BaseType::Timetz => strategies::timetz(),
-        BaseType::Timestamp | BaseType::Timestamptz => strategies::timestamp(),
-        BaseType::Interval => strategies::interval(),
-        BaseType::Uuid => strategies::fixed_bytes(16),
-        BaseType::Json | BaseType::Jsonb => strategies::json(),
-        BaseType::Inet => strategies::inet(false),
-        BaseType::Cidr => strategies::inet(true),
-        BaseType::Macaddr => strategies::fixed_bytes(6),
-        BaseType::Money => strategies::money(),
-        BaseType::PgLsn => strategies::pg_lsn(),
-        BaseType::Bit => strategies::bits(12..=12),
-        BaseType::Varbit => strategies::bits(0..=80),
-        BaseType::Macaddr8 => strategies::fixed_bytes(8),
-        BaseType::Xid | BaseType::Cid => strategies::oid(),
-        BaseType::Xid8 => strategies::uint8(),
-        BaseType::Tid => strategies::fixed_bytes(6),
-        BaseType::Int2vector => strategies::int2vector(),
-        BaseType::Oidvector => strategies::oidvector(),
-        BaseType::Refcursor => strategies::text(30),
-        BaseType::PgSnapshot | BaseType::TxidSnapshot => strategies::snapshot(),
-        BaseType::Point => strategies::floats(2),
-        BaseType::Lseg | BaseType::Box => strategies::floats(4),
-        BaseType::Line => strategies::line(),
-        BaseType::Circle => strategies::circle(),
-        BaseType::Path => strategies::path(),
-        BaseType::Polygon => strategies::polygon(),
-    }
+    pub(crate) values: Param,
+    pub(crate) cases: u32,
 }
 
 /// Every scalar case (built-ins, an enum, two domains) with the OID of its
@@ -164,11 +67,16 @@ fn scalar_cases(client: &mut Client) -> Vec<(Case, u32)> {
         values,
         cases: case_count(SCALAR_CASES),
     };
-    let mut out: Vec<(Case, u32)> = BUILTIN_CASES
+    let mut out: Vec<(Case, u32)> = builtin_values::BUILTIN_CASES
         .iter()
         .map(|&(sql, param, oid, base)| {
             (
-                case(sql, param, TypeInfo::base(base), values_for(base)),
+                case(
+                    sql,
+                    param,
+                    TypeInfo::base(base),
+                    builtin_values::values_for(base),
+                ),
                 oid,
             )
         })
@@ -185,15 +93,12 @@ fn scalar_cases(client: &mut Client) -> Vec<(Case, u32)> {
         .map(|r| (r.get(0), r.get(1)))
         .collect();
     let label_values = strategies::one_of(labels.values().cloned().collect());
+    let mood_type = TypeInfo::enum_type(mood, labels);
     out.push((
-        case(
-            "mood",
-            "text",
-            TypeInfo::enum_type(mood, labels),
-            label_values,
-        ),
+        case("mood", "text", mood_type.clone(), label_values.clone()),
         25,
     ));
+    out.push(containers::composite_case(client, mood_type, label_values));
     let posint = TypeInfo::domain(type_oid(client, "posint"), TypeInfo::base(BaseType::Int4));
     out.push((
         case("posint", "int4", posint, strategies::positive_int4()),
@@ -201,105 +106,7 @@ fn scalar_cases(client: &mut Client) -> Vec<(Case, u32)> {
     ));
     let ltext = TypeInfo::domain(type_oid(client, "ltext"), TypeInfo::base(BaseType::Text));
     out.push((case("ltext", "text", ltext, strategies::text(20)), 25));
-    out.extend(range_cases(client));
-    out
-}
-
-/// The built-in ranges and a user-defined range over text, each with its
-/// multirange. Bounds go in binary, ordered by their sort key (a signed
-/// integer's big-endian bytes with the sign bit flipped, text's bytes: the
-/// test database collates in C); numrange goes as text.
-fn range_cases(client: &mut Client) -> Vec<(Case, u32)> {
-    use strategies::{range, Key};
-    let no_top = |p: Param, top: Vec<u8>| {
-        p.prop_filter("canonical form overflows", move |v| *v != top)
-            .boxed()
-    };
-    let specs: Vec<(&str, &str, BaseType, Param, &str)> = vec![
-        (
-            "int4range",
-            "int4multirange",
-            BaseType::Int4,
-            range(
-                no_top(strategies::int4(), i32::MAX.to_be_bytes().to_vec()),
-                Key::Signed,
-            ),
-            "int4range",
-        ),
-        (
-            "int8range",
-            "int8multirange",
-            BaseType::Int8,
-            range(
-                no_top(strategies::int8(), i64::MAX.to_be_bytes().to_vec()),
-                Key::Signed,
-            ),
-            "int8range",
-        ),
-        (
-            "numrange",
-            "nummultirange",
-            BaseType::Numeric,
-            strategies::numrange(),
-            "text",
-        ),
-        (
-            "tsrange",
-            "tsmultirange",
-            BaseType::Timestamp,
-            range(strategies::timestamp(), Key::Signed),
-            "tsrange",
-        ),
-        (
-            "tstzrange",
-            "tstzmultirange",
-            BaseType::Timestamptz,
-            range(strategies::timestamp(), Key::Signed),
-            "tstzrange",
-        ),
-        (
-            "daterange",
-            "datemultirange",
-            BaseType::Date,
-            range(strategies::date_for_ranges(), Key::Signed),
-            "daterange",
-        ),
-        (
-            "textrange",
-            "textmultirange",
-            BaseType::Text,
-            range(strategies::text(12), Key::Bytes),
-            "textrange",
-        ),
-    ];
-    let mut out = Vec::new();
-    for (sql, multi_sql, subtype, values, param) in specs {
-        let oid = type_oid(client, sql);
-        let ty = TypeInfo::range_of(oid, TypeInfo::base(subtype));
-        let multi = TypeInfo::multirange_of(type_oid(client, multi_sql), ty.clone());
-        let param_oid = type_oid(client, param);
-        let (multi_param, multi_values) = if param == "text" {
-            (
-                "text".to_string(),
-                strategies::multirange_text(values.clone()),
-            )
-        } else {
-            (
-                multi_sql.to_string(),
-                strategies::multirange(values.clone()),
-            )
-        };
-        let case = |sql: &str, param: String, ty: TypeInfo, values: Param| Case {
-            sql_type: sql.to_string(),
-            param_type: param,
-            ty,
-            values,
-            cases: case_count(SCALAR_CASES),
-        };
-        out.push((case(sql, param.to_string(), ty, values), param_oid));
-        let multi_oid = type_oid(client, &multi_param);
-        out.push((case(multi_sql, multi_param, multi, multi_values), multi_oid));
-    }
+    out.extend(containers::range_cases(client));
     out
 }
 

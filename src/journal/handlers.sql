@@ -89,8 +89,9 @@ $fn$;
 -- relations the commands name (an index stands for its table), the
 -- inheritance descendants of a table an ALTER TABLE names (ALTER TABLE
 -- recurses to them), the tables of a schema a command names, and every table
--- with a column of a type a command names, directly, as an array element,
--- through a domain, a range or a multirange, or whose row type it is (typed
+-- with a column of a type a command names (or of the row type of a relation
+-- it names), directly, as an array element, through a domain, a range, a
+-- multirange or a composite's attribute, or whose row type it is (typed
 -- tables). Runs on every DDL statement, so the common case (a command naming
 -- a table) only looks rows up by OID; the scans for schemas and types run
 -- only for them.
@@ -117,11 +118,20 @@ BEGIN
         RETURN NULL;
     END IF;
     IF class_ids IS NOT NULL THEN
+        -- A relation's row type counts when some column, domain, range or
+        -- composite uses it or its array (an index lookup in pg_depend):
+        -- a column added to a table changes the values of such a column.
         SELECT array_agg(CASE WHEN c.relkind IN ('i', 'I') THEN i.indrelid ELSE c.oid END),
-               type_ids || array_agg(c.reltype) FILTER (WHERE c.relkind = 'c')
+               type_ids || array_agg(c.reltype) FILTER (
+                   WHERE c.relkind = 'c'
+                      OR EXISTS (SELECT 1 FROM pg_catalog.pg_depend d
+                                  WHERE d.refclassid = 'pg_catalog.pg_type'::pg_catalog.regclass
+                                    AND d.refobjid IN (c.reltype, ty.typarray)
+                                    AND d.deptype = 'n'))
           INTO rels, type_ids
           FROM pg_catalog.pg_class c
           LEFT JOIN pg_catalog.pg_index i ON i.indexrelid = c.oid
+          LEFT JOIN pg_catalog.pg_type ty ON ty.oid = c.reltype
          WHERE c.oid = ANY (class_ids);
     END IF;
     IF altered IS NOT NULL THEN
@@ -143,14 +153,26 @@ BEGIN
         WITH RECURSIVE reaching(typid) AS (
             SELECT unnest(type_ids)
             UNION
-            SELECT ty.oid
+            SELECT next.typid
               FROM reaching
-              JOIN pg_catalog.pg_type ty
-                ON ty.typelem = reaching.typid OR ty.typbasetype = reaching.typid
-                OR ty.oid IN (SELECT r.rngtypid FROM pg_catalog.pg_range r
-                               WHERE r.rngsubtype = reaching.typid)
-                OR ty.oid IN (SELECT r.rngmultitypid FROM pg_catalog.pg_range r
-                               WHERE r.rngtypid = reaching.typid)
+             CROSS JOIN LATERAL (
+                   SELECT ty.oid FROM pg_catalog.pg_type ty
+                    WHERE ty.typelem = reaching.typid OR ty.typbasetype = reaching.typid
+                   UNION ALL
+                   SELECT r.rngtypid FROM pg_catalog.pg_range r
+                    WHERE r.rngsubtype = reaching.typid
+                   UNION ALL
+                   SELECT r.rngmultitypid FROM pg_catalog.pg_range r
+                    WHERE r.rngtypid = reaching.typid
+                   UNION ALL
+                   -- Row types with an attribute of the type (pg_depend is
+                   -- indexed by the type; pg_attribute is not).
+                   SELECT c.reltype FROM pg_catalog.pg_depend d
+                     JOIN pg_catalog.pg_class c ON c.oid = d.objid
+                    WHERE d.refclassid = 'pg_catalog.pg_type'::pg_catalog.regclass
+                      AND d.refobjid = reaching.typid
+                      AND d.classid = 'pg_catalog.pg_class'::pg_catalog.regclass
+                      AND d.objsubid > 0) AS next(typid)
         )
         SELECT rels || array_agg(t.relid) INTO rels
           FROM (SELECT a.attrelid AS relid

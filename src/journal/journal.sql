@@ -78,9 +78,10 @@ AS $fn$
 $fn$;
 
 -- Every type the columns of `rel` reach: the column types, and recursively
--- their element types (arrays), base types (domains), subtypes (ranges) and
--- range types (multiranges). Built-in types too. A range carries its
--- subtype, a multirange its range type.
+-- their element types (arrays), base types (domains), subtypes (ranges),
+-- range types (multiranges) and attribute types (composites). Built-in types
+-- too. A range carries its subtype, a multirange its range type, a composite
+-- its attributes (dropped ones included, with their layout).
 CREATE FUNCTION walfill.journal_types(rel oid) RETURNS json
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -98,11 +99,16 @@ BEGIN
             SELECT next.typid
               FROM reached
               JOIN pg_catalog.pg_type ty ON ty.oid = reached.typid
-             CROSS JOIN LATERAL (VALUES (ty.typelem), (ty.typbasetype),
-                                        ((SELECT r.rngsubtype FROM pg_catalog.pg_range r
-                                           WHERE r.rngtypid = ty.oid)),
-                                        ((SELECT r.rngtypid FROM pg_catalog.pg_range r
-                                           WHERE r.rngmultitypid = ty.oid))) AS next(typid)
+             CROSS JOIN LATERAL (SELECT ty.typelem
+                                 UNION ALL SELECT ty.typbasetype
+                                 UNION ALL SELECT r.rngsubtype FROM pg_catalog.pg_range r
+                                            WHERE r.rngtypid = ty.oid
+                                 UNION ALL SELECT r.rngtypid FROM pg_catalog.pg_range r
+                                            WHERE r.rngmultitypid = ty.oid
+                                 UNION ALL SELECT a.atttypid FROM pg_catalog.pg_attribute a
+                                            WHERE ty.typrelid <> 0 AND a.attrelid = ty.typrelid
+                                              AND a.attnum > 0 AND NOT a.attisdropped)
+                                 AS next(typid)
              WHERE next.typid <> 0
         )
         SELECT COALESCE(array_to_json(array_agg(row_to_json(t) ORDER BY t.oid)), '[]')
@@ -125,7 +131,20 @@ BEGIN
                        (SELECT r.rngsubtype::bigint FROM pg_catalog.pg_range r
                          WHERE r.rngtypid = ty.oid) AS subtype,
                        (SELECT r.rngtypid::bigint FROM pg_catalog.pg_range r
-                         WHERE r.rngmultitypid = ty.oid) AS range
+                         WHERE r.rngmultitypid = ty.oid) AS range,
+                       CASE WHEN ty.typtype = 'c' THEN
+                           COALESCE((SELECT array_to_json(array_agg(row_to_json(a)
+                                                                    ORDER BY a.attnum))
+                                       FROM (SELECT at.attnum,
+                                                    at.atttypid::bigint AS typid,
+                                                    at.attlen AS len,
+                                                    at.attbyval AS byval,
+                                                    at.attalign AS align,
+                                                    at.attisdropped AS dropped
+                                               FROM pg_catalog.pg_attribute at
+                                              WHERE at.attrelid = ty.typrelid
+                                                AND at.attnum > 0) AS a), '[]')
+                       END AS attrs
                   FROM reached
                   JOIN pg_catalog.pg_type ty ON ty.oid = reached.typid) AS t);
 END

@@ -192,6 +192,59 @@ fn setup_and_column_ddl_are_journaled() {
     assert_eq!(row("moodrange")["subtype"], json!(mood));
     assert_eq!(row("mood")["labels"].as_array().unwrap().len(), 4);
 
+    // A composite inside another: each composite's row lists its attributes
+    // (a dropped one with the layout it had), and an attribute added to the
+    // inner one journals the table that uses the outer one.
+    db.exec(
+        "CREATE TYPE cin AS (a int, gone text, b mood);
+         ALTER TYPE cin DROP ATTRIBUTE gone;
+         CREATE TYPE cout AS (x cin);
+         CREATE TABLE ct (v cout);",
+    );
+    let ct = relid(&db, "ct");
+    slot.journal();
+    db.exec("ALTER TYPE cin ADD ATTRIBUTE c text");
+    let msgs = slot.journal();
+    let m = only(&msgs, "ALTER TYPE");
+    assert_eq!(relids(m), vec![ct]);
+    let rel = current(&db, m, ct);
+    let cin = rel["types"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|ty| ty["name"] == json!("cin"))
+        .unwrap_or_else(|| panic!("cin missing from {rel}"));
+    assert_eq!(cin["type"], json!("c"));
+    let attrs = cin["attrs"].as_array().unwrap();
+    let field = |i: usize, key: &str| attrs[i][key].clone();
+    assert_eq!(attrs.len(), 4);
+    assert_eq!((field(0, "typid"), field(0, "len")), (json!(23), json!(4)));
+    assert_eq!(field(1, "dropped"), json!(true));
+    assert_eq!(
+        (field(1, "len"), field(1, "align")),
+        (json!(-1), json!("i"))
+    );
+    assert_eq!(field(2, "typid"), json!(mood));
+    assert_eq!(field(3, "typid"), json!(25));
+    assert!(
+        rel["types"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|ty| ty["oid"] == json!(25)),
+        "the attributes' types are listed too"
+    );
+
+    // A column added to a table changes the values of its row type: the
+    // table with a column of that type is journaled with the new shape.
+    db.exec("CREATE TABLE base (a int); CREATE TABLE uses (b base[]);");
+    let uses = relid(&db, "uses");
+    slot.journal();
+    db.exec("ALTER TABLE base ADD COLUMN z int");
+    let msgs = slot.journal();
+    let m = only(&msgs, "ALTER TABLE");
+    assert!(relids(m).contains(&uses), "{:?}", relids(m));
+
     // Replica identity and keys.
     db.exec("ALTER TABLE t REPLICA IDENTITY FULL");
     let msgs = slot.journal();
@@ -295,7 +348,7 @@ fn a_message_has_every_field_of_the_format() {
         text_array,
         &json!({"oid": 1009, "name": "text[]", "type": "b", "len": -1, "byval": false,
                 "align": "i", "elem": 25, "base": 0, "delim": ",", "is_array": true,
-                "labels": [], "subtype": null, "range": null})
+                "labels": [], "subtype": null, "range": null, "attrs": null})
     );
     assert!(
         !msgs[2].raw.contains(": ") && !msgs[2].raw.contains(", \""),

@@ -134,10 +134,11 @@ fn ranges_and_multiranges() {
     o.assert_same(&[]);
 }
 
-/// User-defined ranges and multiranges described by the catalog journal
-/// alone: the table is created after the slot and dropped before decoding,
-/// so the live catalog knows nothing of it. A range over an enum follows a
-/// label added part-way (the journal describes the table again).
+/// User-defined ranges, multiranges and composites described by the
+/// catalog journal alone: the tables are created after the slot and dropped
+/// before decoding, so the live catalog knows nothing of them. A range over
+/// an enum follows a label added part-way, composites follow attributes
+/// added and dropped (the journal describes the tables again).
 #[test]
 fn user_defined_types_described_by_the_journal() {
     let db = TestDb::new("oracle_journal_types");
@@ -159,6 +160,70 @@ fn user_defined_types_described_by_the_journal() {
         "INSERT INTO j VALUES (2, '(ok,happy]', '{(sad,happy]}', NULL, NULL, '{\"[happy,)\"}');
          UPDATE j SET mr = '[happy,happy]', tr = 'empty' WHERE id = 1;",
     );
-    o.db.exec("DROP TABLE j");
+
+    // Composites: nested, over the enum and the range, and a table's row
+    // type; attributes added and dropped part-way change how later values
+    // print, and not how earlier ones do.
+    o.db.exec(
+        "CREATE TYPE inner_c AS (m mood, r moodrange);
+         CREATE TYPE comp AS (i int, gone text, c inner_c);
+         CREATE TABLE src (id int PRIMARY KEY, body text);
+         CREATE TABLE k (id int PRIMARY KEY, v comp, va comp[], s src);
+         INSERT INTO k VALUES (1, ROW(1, 'x', ROW('sad', '[sad,ok)')::inner_c),
+                               ARRAY[ROW(2, NULL, NULL)::comp], ROW(1, 'a b'));",
+    );
+    o.db.exec(
+        "ALTER TYPE comp DROP ATTRIBUTE gone;
+         ALTER TYPE inner_c ADD ATTRIBUTE t text;
+         ALTER TABLE src ADD COLUMN extra numeric;
+         INSERT INTO k VALUES (2, ROW(3, ROW('happy', NULL, 'new')::inner_c),
+                               ARRAY[ROW(4, NULL)::comp], ROW(2, 'c', 1.5));
+         UPDATE k SET va = NULL WHERE id = 1;
+         ALTER TABLE src DROP COLUMN body;
+         INSERT INTO k (id, s) VALUES (3, ROW(3, 2.5));",
+    );
+    o.db.exec("DROP TABLE j, k");
+    o.assert_same(&[]);
+}
+
+/// Composite types: NULL and empty fields, fields that need quoting,
+/// nested composites, arrays of them, a table's row type as a column type,
+/// a dropped attribute, fields stored compressed inside the value, and
+/// domains over composites, ranges, arrays and other domains.
+#[test]
+fn composites_and_domains() {
+    let o = Oracle::new(
+        "oracle_composites",
+        "CREATE TYPE mood AS ENUM ('sad', 'ok');
+         CREATE TYPE inner_c AS (a text, b int8, r int4range);
+         CREATE TYPE comp AS (i int, gone text, t text, m mood, c inner_c, pts point[], bx box);
+         ALTER TYPE comp DROP ATTRIBUTE gone;
+         CREATE TABLE src (id int PRIMARY KEY, body text);
+         ALTER TABLE src ALTER body SET STORAGE MAIN;
+         CREATE DOMAIN dcomp AS comp;
+         CREATE DOMAIN ddcomp AS dcomp;
+         CREATE DOMAIN dints AS int[];
+         CREATE DOMAIN drange AS numrange;
+         CREATE TABLE c (
+             id int PRIMARY KEY, v comp, va comp[], row_src src, dc dcomp, ddc ddcomp,
+             dca dcomp[], di dints, dr drange);",
+    );
+    o.db.exec(
+        r#"INSERT INTO src VALUES (1, repeat('compressible ', 300)), (2, 'short');
+           INSERT INTO c (id) VALUES (1);
+           INSERT INTO c VALUES (2,
+               ROW(1, 'x y', 'sad', ROW('a,b', 2, '[1,5)')::inner_c, '{"(1,2)",NULL}', '(1,1),(0,0)'),
+               ARRAY[ROW(NULL, '', NULL, NULL, NULL, NULL)::comp, NULL,
+                     ROW(2, 'q"u\o(t)e', 'ok', ROW(NULL, NULL, 'empty')::inner_c, '{}', NULL)::comp],
+               ROW(7, 'seven'), ROW(3, 't', NULL, NULL, NULL, NULL),
+               ROW(4, '', 'ok', ROW('', -1, NULL)::inner_c, NULL, NULL), ARRAY[ROW(5, 'f', NULL, NULL, NULL, NULL)::dcomp],
+               '{1,2,3}', '[1.5,2)');
+           INSERT INTO c (id, v, row_src)
+               SELECT 3, ROW(3, s.body, 'ok'::mood, ROW(s.body, 3, NULL)::inner_c, NULL, NULL)::comp, s
+                 FROM src s WHERE s.id = 1;
+           INSERT INTO c (id, v) VALUES (4, ROW(NULL, NULL, NULL, NULL, NULL, NULL));
+           UPDATE c SET v = ROW(9, 'nine', 'sad', NULL, NULL, NULL) WHERE id = 2;"#,
+    );
+    o.db.exec("DELETE FROM c WHERE id = 1");
     o.assert_same(&[]);
 }

@@ -37,7 +37,7 @@ pub use journal::{
 };
 pub use row::{is_supported, UnsupportedColumn};
 pub use segments::{decode_segments, FeedOutcome};
-pub use typeinfo::{TypeRow, TypeRows};
+pub use typeinfo::{TypeAttr, TypeRow, TypeRows};
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;

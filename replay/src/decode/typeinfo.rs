@@ -1,11 +1,12 @@
 //! Types as the catalog describes them, turned into what the datum printer
 //! needs ([`TypeInfo`]): built-in types, enums with their labels, domains
 //! over their base type, ranges over their subtype, multiranges over their
-//! range type, arrays of any of these; anything else unsupported.
+//! range type, composites over their attributes' types, arrays of any of
+//! these; anything else unsupported.
 
 use std::collections::HashMap;
 
-use crate::types::{Align, TypeInfo};
+use crate::types::{Align, Field, TypeInfo};
 
 /// One row of `pg_type` (with its enum labels), as far as decoding cares.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -41,6 +42,26 @@ pub struct TypeRow {
     /// A multirange type's range type (`pg_range.rngtypid`).
     #[serde(default)]
     pub range: Option<u32>,
+    /// A composite type's attributes in attnum order, dropped ones
+    /// included; journals written before walfill printed composites lack
+    /// them.
+    #[serde(default)]
+    pub attrs: Option<Vec<TypeAttr>>,
+}
+
+/// One attribute of a composite type (a row of `pg_attribute`).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct TypeAttr {
+    /// `atttypid` (0 when dropped).
+    pub typid: u32,
+    /// `attlen`.
+    pub len: i16,
+    /// `attbyval`.
+    pub byval: bool,
+    /// `attalign`.
+    pub align: String,
+    /// `attisdropped`.
+    pub dropped: bool,
 }
 
 /// Type rows by OID.
@@ -96,6 +117,24 @@ impl TypeRows {
                 )),
                 None => unsupported(),
             },
+            b'c' => match &row.attrs {
+                Some(attrs) => with_layout(TypeInfo::composite(
+                    oid,
+                    attrs
+                        .iter()
+                        .map(|a| {
+                            if a.dropped {
+                                let align = Align::from_code(first_byte(&a.align, b'i'))
+                                    .unwrap_or(Align::Int);
+                                Field::dropped(a.len, a.byval, align)
+                            } else {
+                                Field::of(self.info_depth(a.typid, depth + 1))
+                            }
+                        })
+                        .collect(),
+                )),
+                None => unsupported(),
+            },
             _ if row.is_array && row.elem != 0 => {
                 let delimiter = self
                     .rows
@@ -132,6 +171,7 @@ mod tests {
             },
             subtype: None,
             range: None,
+            attrs: None,
         }
     }
 
@@ -213,5 +253,47 @@ mod tests {
         let builtin = TypeRows::default().info(3904);
         assert!(matches!(builtin.kind, TypeKind::Range { .. }));
         assert!(crate::decode::is_supported(&builtin));
+    }
+
+    #[test]
+    fn composites_resolve_their_attributes_and_keep_dropped_ones() {
+        let attr = |typid: u32, len: i16, dropped: bool| TypeAttr {
+            typid,
+            len,
+            byval: len > 0,
+            align: "i".into(),
+            dropped,
+        };
+        let comp = TypeRow {
+            attrs: Some(vec![
+                attr(23, 4, false),
+                attr(0, -1, true),
+                attr(50000, 4, false),
+            ]),
+            ..row(50020, "c", 0, 0, false)
+        };
+        let old_journal = row(50021, "c", 0, 0, false);
+        let rows = TypeRows::new([comp, old_journal, row(50000, "e", 0, 0, false)]);
+        let info = rows.info(50020);
+        let TypeKind::Composite { fields } = &info.kind else {
+            panic!("{info:?}")
+        };
+        assert_eq!(fields.len(), 3);
+        assert!(fields[1].dropped && fields[1].ty.len == -1);
+        assert!(matches!(fields[2].ty.kind, TypeKind::Enum { .. }));
+        assert!(crate::decode::is_supported(&info));
+        assert!(!crate::decode::is_supported(&rows.info(50021)));
+        // A dropped attribute of a type walfill cannot print does not matter.
+        let with_unknown = TypeRow {
+            attrs: Some(vec![attr(23, 4, false), attr(0, 4, true)]),
+            ..row(50022, "c", 0, 0, false)
+        };
+        let unknown_live = TypeRow {
+            attrs: Some(vec![attr(77777, 4, false)]),
+            ..row(50023, "c", 0, 0, false)
+        };
+        let rows = TypeRows::new([with_unknown, unknown_live]);
+        assert!(crate::decode::is_supported(&rows.info(50022)));
+        assert!(!crate::decode::is_supported(&rows.info(50023)));
     }
 }

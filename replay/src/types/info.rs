@@ -45,11 +45,42 @@ pub enum TypeKind {
         /// The range type of its members.
         range: Box<TypeInfo>,
     },
+    /// A composite type (a row type): its attributes in attnum order,
+    /// dropped ones included, since stored values still hold them.
+    Composite {
+        /// One entry per attribute.
+        fields: Vec<Field>,
+    },
     /// A type this module cannot print; `name` helps the error message.
     Unsupported {
         /// The type's name, if known.
         name: Option<String>,
     },
+}
+
+/// One attribute of a composite type.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Field {
+    /// Its type; for a dropped attribute, an unsupported type with the
+    /// length and alignment the attribute had.
+    pub ty: TypeInfo,
+    /// Whether the attribute was dropped (its values are skipped).
+    pub dropped: bool,
+}
+
+impl Field {
+    /// A live attribute of type `ty`.
+    pub fn of(ty: TypeInfo) -> Field {
+        Field { ty, dropped: false }
+    }
+
+    /// A dropped attribute that was stored with this layout.
+    pub fn dropped(len: i16, byval: bool, align: Align) -> Field {
+        Field {
+            ty: TypeInfo::unsupported(0, len, byval, align, None),
+            dropped: true,
+        }
+    }
 }
 
 /// A type, described well enough to print its stored datums.
@@ -172,6 +203,18 @@ impl TypeInfo {
         }
     }
 
+    /// A composite type `oid` with these attributes; composite values are
+    /// varlena and 8-byte aligned.
+    pub fn composite(oid: u32, fields: Vec<Field>) -> TypeInfo {
+        TypeInfo {
+            oid,
+            len: -1,
+            byval: false,
+            align: Align::Double,
+            kind: TypeKind::Composite { fields },
+        }
+    }
+
     /// A type that cannot be printed, with its layout (so tuples holding it
     /// can still be walked) and, if known, its name.
     pub fn unsupported(
@@ -205,6 +248,10 @@ impl TypeInfo {
             | TypeKind::Domain { base: inner }
             | TypeKind::Range { subtype: inner }
             | TypeKind::Multirange { range: inner } => inner.first_unsupported(),
+            TypeKind::Composite { fields } => fields
+                .iter()
+                .filter(|f| !f.dropped)
+                .find_map(|f| f.ty.first_unsupported()),
         }
     }
 }

@@ -36,7 +36,8 @@
 //! money, pg_lsn, bit, varbit, xid, xid8, cid, tid, int2vector, oidvector,
 //! refcursor, pg_snapshot, txid_snapshot, the geometric types (point, lseg,
 //! box, line, circle, path, polygon), enums, ranges and multiranges over
-//! any of these, domains over any of these, and arrays of any of them. Any
+//! any of these, composite types of any of these, domains over any of
+//! these, and arrays of any of them. Any
 //! other type yields [`TypeError::Unsupported`], so that the caller can name
 //! the column and fall back. Bytes that are not a valid value yield
 //! [`TypeError::Malformed`]; no input makes this module panic.
@@ -48,6 +49,8 @@ mod datetime;
 mod error;
 mod float;
 mod geo;
+#[cfg(test)]
+mod hand_tests;
 mod info;
 mod intvector;
 mod jsonb;
@@ -57,6 +60,7 @@ mod pow5;
 mod push;
 mod range;
 mod read;
+mod record;
 mod ryu;
 mod scalar;
 mod snapshot;
@@ -67,7 +71,7 @@ mod vectors;
 
 pub use builtin::BaseType;
 pub use error::TypeError;
-pub use info::{Align, TypeInfo, TypeKind};
+pub use info::{Align, Field, TypeInfo, TypeKind};
 
 /// The text PostgreSQL's output function gives for a stored datum of type
 /// `ty` (see the module documentation for what `datum` holds).
@@ -112,6 +116,10 @@ fn write(ty: &TypeInfo, datum: &[u8], out: &mut String) -> Result<(), TypeError>
         TypeKind::Multirange { range } => {
             ensure_supported(range)?;
             range::multirange_out(ty.oid, range, datum, out)
+        }
+        TypeKind::Composite { fields } => {
+            ensure_supported(ty)?;
+            record::record_out(ty.oid, fields, datum, out)
         }
         TypeKind::Unsupported { name } => Err(TypeError::Unsupported {
             oid: ty.oid,

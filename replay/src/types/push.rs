@@ -79,6 +79,30 @@ fn push_hex_digits(out: &mut String, v: u32, digits: &[u8; 16]) {
     }
 }
 
+/// Double-quotes the text appended to `out` since `start` when it is empty
+/// or holds one of `specials` or ASCII white space, doubling `"` and `\`
+/// inside the quotes: how `record_out` and `range_out` quote a field.
+pub(super) fn quote_doubling(out: &mut String, start: usize, specials: &[u8]) {
+    let text = out.get(start..).unwrap_or_default();
+    let quote = text.is_empty()
+        || text.bytes().any(|b| {
+            specials.contains(&b) || matches!(b, b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c)
+        });
+    if !quote {
+        return;
+    }
+    let text = text.to_string();
+    out.truncate(start);
+    out.push('"');
+    for c in text.chars() {
+        if c == '"' || c == '\\' {
+            out.push(c);
+        }
+        out.push(c);
+    }
+    out.push('"');
+}
+
 /// Appends bytes known to be ASCII.
 pub(super) fn push_ascii(out: &mut String, bytes: &[u8]) {
     for &b in bytes {

@@ -18,6 +18,7 @@
 
 use super::error::{malformed, TypeError};
 use super::info::{TypeInfo, TypeKind};
+use super::push::quote_doubling;
 use super::read::{align_up, packed_value, u32_at, HDR};
 
 const RANGE_EMPTY: u8 = 0x01;
@@ -149,36 +150,6 @@ fn range_text(
 fn bound(subtype: &TypeInfo, value: &[u8], out: &mut String) -> Result<(), TypeError> {
     let start = out.len();
     super::write(subtype, value, out)?;
-    let text = out.get(start..).unwrap_or_default();
-    let quote = text.is_empty()
-        || text.bytes().any(|b| {
-            matches!(
-                b,
-                b'"' | b'\\'
-                    | b'('
-                    | b')'
-                    | b'['
-                    | b']'
-                    | b','
-                    | b' '
-                    | b'\t'
-                    | b'\n'
-                    | b'\r'
-                    | 0x0b
-                    | 0x0c
-            )
-        });
-    if quote {
-        let text = text.to_string();
-        out.truncate(start);
-        out.push('"');
-        for c in text.chars() {
-            if c == '"' || c == '\\' {
-                out.push(c);
-            }
-            out.push(c);
-        }
-        out.push('"');
-    }
+    quote_doubling(out, start, b"\"\\()[],");
     Ok(())
 }

@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use super::{output, output_into, TypeInfo};
+use super::{output, output_into, Align, Field, TypeInfo};
 
 const VECTORS: &str = include_str!("testdata/vectors.tsv");
 
@@ -68,11 +68,31 @@ pub(super) fn type_of(spec: &str, enums: &HashMap<u32, HashMap<u32, String>>) ->
         "domain" => TypeInfo::domain(num(1), builtin(num(2))),
         "domainarr" => TypeInfo::array_of(num(1), TypeInfo::domain(num(2), builtin(num(3))), b','),
         "range" => TypeInfo::range_of(num(1), builtin(num(2))),
+        "composite" => composite(num(1), parts[2]),
+        "compositearr" => TypeInfo::array_of(num(1), composite(num(2), parts[3]), b','),
         "multirange" => {
             TypeInfo::multirange_of(num(1), TypeInfo::range_of(num(2), builtin(num(3))))
         }
         other => panic!("unknown type spec {other}"),
     }
+}
+
+/// A composite over built-in types from its spec: attribute type OIDs, or
+/// `x<len><align>` for a dropped attribute.
+fn composite(oid: u32, attrs: &str) -> TypeInfo {
+    let fields = attrs
+        .split(',')
+        .filter(|a| !a.is_empty())
+        .map(|a| match a.strip_prefix('x') {
+            Some(layout) => {
+                let (len, align) = layout.split_at(layout.len() - 1);
+                let align = Align::from_code(align.as_bytes()[0]).expect("align code");
+                Field::dropped(len.parse().expect("attlen"), false, align)
+            }
+            None => Field::of(TypeInfo::builtin(a.parse().expect("oid")).expect("builtin")),
+        })
+        .collect();
+    TypeInfo::composite(oid, fields)
 }
 
 /// The datum as `output` takes it: fixed-length bytes as stored, varlena
@@ -190,6 +210,7 @@ vector_tests! {
         "b:3904", "b:3926", "b:3906", "b:3908", "b:3910", "b:3912",
         "b:3905", "b:3927", "b:3907", "b:3909", "b:3911", "b:3913", "range"
     ];
+    composite_vectors => ["composite", "compositearr"];
     multirange_vectors => [
         "b:4451", "b:4536", "b:4532", "b:4533", "b:4534", "b:4535",
         "b:6150", "b:6157", "b:6151", "b:6152", "b:6153", "b:6155", "multirange"

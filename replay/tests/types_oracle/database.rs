@@ -86,7 +86,11 @@ pub(crate) fn connect() -> (TempDb, Client) {
              ALTER TYPE mood ADD VALUE 'late';
              CREATE DOMAIN posint AS int4 CHECK (VALUE > 0);
              CREATE DOMAIN ltext AS text;
-             CREATE TYPE textrange AS RANGE (subtype = text);",
+             CREATE TYPE textrange AS RANGE (subtype = text);
+             CREATE TYPE inner_c AS (a text, b int8);
+             CREATE TYPE comp AS (i int4, gone text, t text, f float8, m mood,
+                                  r int4range, c inner_c, ts timestamptz);
+             ALTER TYPE comp DROP ATTRIBUTE gone;",
         )
         .expect("set up the test database");
     (db, client)

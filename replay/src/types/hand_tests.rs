@@ -1,0 +1,210 @@
+//! Values built by hand for the layouts the PostgreSQL-produced vectors do
+//! not reach: malformed lengths, flags and offsets, attributes a
+//! description cannot hold, unsupported types inside containers.
+
+use super::tests::array_header;
+use super::{output, Align, BaseType, Field, TypeError, TypeInfo};
+
+#[test]
+fn bits_vectors_and_snapshots_check_their_lengths() {
+    let print = |base: BaseType, bytes: &[u8]| output(&TypeInfo::base(base), bytes);
+    let malformed = |r: Result<String, TypeError>| matches!(r, Err(TypeError::Malformed { .. }));
+    // 9 bits need 2 bytes; a negative bit count is never valid.
+    let mut nine = 9i32.to_le_bytes().to_vec();
+    nine.push(0xaa);
+    assert!(malformed(print(BaseType::Varbit, &nine)));
+    nine.push(0x80);
+    assert_eq!(print(BaseType::Varbit, &nine).as_deref(), Ok("101010101"));
+    assert!(malformed(print(BaseType::Bit, &(-1i32).to_le_bytes())));
+
+    // int2vector: one dimension, and no more elements than bytes.
+    let vector = |ndim: i32, n: i32, values: &[i16]| {
+        let mut b = array_header(ndim, 0, 21, &[(n, 0)]);
+        for v in values {
+            b.extend_from_slice(&v.to_le_bytes());
+        }
+        b
+    };
+    assert_eq!(
+        print(BaseType::Int2vector, &vector(1, 2, &[-1, 7])).as_deref(),
+        Ok("-1 7")
+    );
+    assert!(malformed(print(
+        BaseType::Int2vector,
+        &vector(1, 3, &[1, 2])
+    )));
+    assert!(malformed(print(
+        BaseType::Int2vector,
+        &vector(2, 2, &[1, 2])
+    )));
+
+    // tid: block number in two 16-bit halves, high first.
+    let tid = [1, 0, 2, 0, 3, 0];
+    assert_eq!(print(BaseType::Tid, &tid).as_deref(), Ok("(65538,3)"));
+
+    // pg_snapshot: xmin, xmax, then as many xips as it claims.
+    let mut snap = 2u32.to_le_bytes().to_vec();
+    for v in [10u64, 20, 11] {
+        snap.extend_from_slice(&v.to_le_bytes());
+    }
+    assert!(malformed(print(BaseType::PgSnapshot, &snap)));
+    snap.extend_from_slice(&12u64.to_le_bytes());
+    assert_eq!(
+        print(BaseType::PgSnapshot, &snap).as_deref(),
+        Ok("10:20:11,12")
+    );
+}
+
+#[test]
+fn geometric_values_print_their_floats_and_check_point_counts() {
+    let print = |base: BaseType, floats: &[f64], head: &[u8]| {
+        let mut b = head.to_vec();
+        for f in floats {
+            b.extend_from_slice(&f.to_le_bytes());
+        }
+        output(&TypeInfo::base(base), &b)
+    };
+    assert_eq!(
+        print(BaseType::Point, &[-0.0, f64::NAN], &[]).as_deref(),
+        Ok("(-0,NaN)")
+    );
+    assert_eq!(
+        print(BaseType::Circle, &[1.0, 2.0, f64::INFINITY], &[]).as_deref(),
+        Ok("<(1,2),Infinity>")
+    );
+    // An open path of two points: count, closed flag, padding, points.
+    let mut head = 2i32.to_le_bytes().to_vec();
+    head.extend_from_slice(&[0; 8]);
+    assert_eq!(
+        print(BaseType::Path, &[0.0, 0.5, 1e300, -1.0], &head).as_deref(),
+        Ok("[(0,0.5),(1e+300,-1)]")
+    );
+    assert!(matches!(
+        print(BaseType::Path, &[0.0, 0.5], &head),
+        Err(TypeError::Malformed { oid: 602, .. })
+    ));
+    assert!(matches!(
+        print(BaseType::Line, &[1.0, 2.0], &[]),
+        Err(TypeError::Malformed { oid: 628, .. })
+    ));
+}
+
+#[test]
+fn ranges_check_their_type_and_follow_multirange_offsets() {
+    let int4range = TypeInfo::builtin(3904).expect("int4range");
+    let range = |flags: u8, bounds: &[i32]| {
+        let mut b = 3904u32.to_le_bytes().to_vec();
+        for v in bounds {
+            b.extend_from_slice(&v.to_le_bytes());
+        }
+        b.push(flags);
+        b
+    };
+    assert_eq!(
+        output(&int4range, &range(0x02, &[1, 5])).as_deref(),
+        Ok("[1,5)")
+    );
+    assert_eq!(
+        output(&int4range, &range(0x01, &[])).as_deref(),
+        Ok("empty")
+    );
+    // Lower bound infinite, upper inclusive.
+    assert_eq!(
+        output(&int4range, &range(0x0c, &[7])).as_deref(),
+        Ok("(,7]")
+    );
+    // A bound the flags promise but the value lacks.
+    assert!(matches!(
+        output(&int4range, &range(0x02, &[1])),
+        Err(TypeError::Malformed { .. })
+    ));
+    // Another range type's value.
+    let mut other = range(0x02, &[1, 5]);
+    other[..4].copy_from_slice(&3926u32.to_le_bytes());
+    assert!(matches!(
+        output(&int4range, &other),
+        Err(TypeError::Malformed { oid: 3904, .. })
+    ));
+
+    // Six ranges: items 1-3 are lengths, item 4 an offset (high bit), item
+    // 5 a length again.
+    let multi = TypeInfo::builtin(4451).expect("int4multirange");
+    let mut b = 4451u32.to_le_bytes().to_vec();
+    b.extend_from_slice(&6u32.to_le_bytes());
+    for item in [8u32, 8, 8, 0x8000_0020, 8] {
+        b.extend_from_slice(&item.to_le_bytes());
+    }
+    b.extend_from_slice(&[0x02; 6]);
+    b.extend_from_slice(&[0, 0]); // pad to the subtype's alignment
+    for v in 0..12i32 {
+        b.extend_from_slice(&(4 * v).to_le_bytes());
+    }
+    assert_eq!(
+        output(&multi, &b).as_deref(),
+        Ok("{[0,4),[8,12),[16,20),[24,28),[32,36),[40,44)}")
+    );
+    b.truncate(b.len() - 4);
+    assert!(matches!(
+        output(&multi, &b),
+        Err(TypeError::Malformed { .. })
+    ));
+}
+
+#[test]
+fn composites_quote_fields_and_refuse_values_their_description_cannot_hold() {
+    let comp = TypeInfo::composite(
+        60000,
+        vec![
+            Field::of(TypeInfo::base(BaseType::Int4)),
+            Field::dropped(2, true, Align::Short),
+            Field::of(TypeInfo::base(BaseType::Text)),
+        ],
+    );
+    // Type modifier, type OID, item pointer, attribute count, infomask,
+    // t_hoff (24: data at payload offset 20), padding, then the data.
+    let value = |oid: u32, natts: u16, data: &[u8]| {
+        let mut b = (-1i32).to_le_bytes().to_vec();
+        b.extend_from_slice(&oid.to_le_bytes());
+        b.extend_from_slice(&[0xff, 0xff, 0xff, 0xff, 0, 0]);
+        b.extend_from_slice(&natts.to_le_bytes());
+        b.extend_from_slice(&0x0002u16.to_le_bytes());
+        b.extend_from_slice(&[24, 0]);
+        b.extend_from_slice(data);
+        b
+    };
+    let data = [5, 0, 0, 0, 7, 0, 0x09, b'a', b' ', b'b'];
+    assert_eq!(
+        output(&comp, &value(60000, 3, &data)).as_deref(),
+        Ok("(5,\"a b\")")
+    );
+    // Written before the text attribute was added: it prints as null.
+    assert_eq!(
+        output(&comp, &value(60000, 2, &data[..6])).as_deref(),
+        Ok("(5,)")
+    );
+    assert!(matches!(
+        output(&comp, &value(60001, 3, &data)),
+        Err(TypeError::Malformed { oid: 60000, .. })
+    ));
+    // More attributes than the description knows (one added since).
+    assert!(matches!(
+        output(&comp, &value(60000, 4, &data)),
+        Err(TypeError::Malformed { oid: 60000, .. })
+    ));
+    // A live attribute of a type that cannot be printed makes the whole
+    // type unsupported; a dropped one does not.
+    let odd = TypeInfo::composite(
+        60002,
+        vec![Field::of(TypeInfo::unsupported(
+            2205,
+            4,
+            true,
+            Align::Int,
+            None,
+        ))],
+    );
+    assert!(matches!(
+        output(&odd, &value(60002, 1, &data[..4])),
+        Err(TypeError::Unsupported { oid: 2205, .. })
+    ));
+}
