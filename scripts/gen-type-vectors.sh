@@ -263,6 +263,26 @@ SELECT * FROM vec('composite:' || cspec('comp'), 'comp', ARRAY[
 SELECT * FROM vec('composite:' || cspec('comp_dropped'), 'comp_dropped', ARRAY[
   $$ROW(1, 'c', 2, 3)$$, $$ROW(NULL, NULL, NULL, 4)$$]);
 SELECT * FROM vec('composite:' || cspec('comp_empty'), 'comp_empty', ARRAY[$$ROW()$$]);
+SELECT * FROM vec('b:3614', 'tsvector', ARRAY[
+  $$''$$, $$'a'$$, $$'a:1A,2 b''c:3B bb'$$, $$'ünï:5C zz:16383'$$, $$E'back\\\\slash'$$,
+  $$'"quote" x:1,2,3,4,5,6,7,8'$$, $$setweight('a:1 b:2'::tsvector, 'D')$$,
+  $$to_tsvector('english', 'The quick brown foxes jumped over the lazy dogs, and the dogs slept')$$,
+  $$(SELECT string_agg('w' || i || ':' || i, ' ')::tsvector FROM generate_series(1, 60) i)$$]);
+SELECT * FROM vec('b:3615', 'tsquery', ARRAY[
+  $$''$$, $$'a'$$, $$'a & b'$$, $$'a | b & c'$$, $$'(a | b) & c'$$, $$'!a'$$, $$'!(a & b)'$$, $$'!!a'$$,
+  $$'a <-> b'$$, $$'a <2> b'$$, $$'a <0> b'$$, $$'(a <-> b) <-> c'$$, $$'a <-> (b <-> c)'$$,
+  $$'a:*'$$, $$'a:AB'$$, $$'a:*BD'$$, $$'''q''''x'''$$, $$'a & !(b | c) <-> d'$$,
+  $$'!(a <-> b)'$$, $$'(a | b) <-> (c & d)'$$, $$E'ü & b\\\\c'$$, $$'a:A & (b:*C | c) & !d'$$,
+  $$phraseto_tsquery('english', 'the quick brown fox jumps')$$,
+  $$(SELECT string_agg('t' || i, ' & ')::tsquery FROM generate_series(1, 40) i)$$]);
+SELECT * FROM vec('b:142', 'xml', ARRAY[
+  $$''$$, $$'<a/>'$$, $$'text only'$$, $$'<a>ü &amp; &lt;</a>'$$, $$'<?xml version="1.0"?><a/>'$$,
+  $$E'<?xml version="1.0"?>\n<a/>'$$, $$E'<?xml version="1.0"?>\n\n<a/>'$$, $$'<?xml version="1.1"?><a/>'$$,
+  $$'<?xml version="1.0" encoding="UTF-8" standalone="no"?><a/>'$$,
+  $$E'<?xml version=''1.0''  standalone = "yes"  ?>\n<a/>'$$, $$E'\n<a/>'$$,
+  $$'<?xml-stylesheet href="s.css"?><a/>'$$, $$'<?xml version="1.0" encoding="latin1"?><a/>'$$,
+  $$XMLPARSE(DOCUMENT '<?xml version="1.0" standalone="yes"?><!DOCTYPE a><a/>')$$,
+  $$xmlroot(xml '<a/>', version '1.1', standalone no)$$]);
 SELECT * FROM vec('enum:' || 'mood'::regtype::oid, 'mood', ARRAY[
   $$'sad'$$, $$'early'$$, $$'ünï'$$, $$'NULL'$$]);
 SELECT * FROM vec('domain:' || 'posint'::regtype::oid || ':23', 'posint', ARRAY['5', '2147483647']);
@@ -338,6 +358,9 @@ SELECT * FROM vec('b:6153', 'tstzmultirange[]', ARRAY[$$'{"{[2000-01-01 00:00:00
 SELECT * FROM vec('b:6155', 'datemultirange[]', ARRAY[$$'{"{[2000-01-01,2000-01-05)}"}'$$]);
 SELECT * FROM vec('compositearr:' || 'comp[]'::regtype::oid || ':' || cspec('comp'), 'comp[]',
   ARRAY[$$ARRAY[ROW(1, 'a b', 1, true, 1, NULL, 2)::comp, NULL, ROW(NULL, '', NULL, NULL, NULL, NULL, NULL)::comp]$$]);
+SELECT * FROM vec('b:3643', 'tsvector[]', ARRAY[$$'{"a:1 b",NULL,""}'$$]);
+SELECT * FROM vec('b:3645', 'tsquery[]', ARRAY[$$'{"a & b",NULL,"!c"}'$$]);
+SELECT * FROM vec('b:143', 'xml[]', ARRAY[$$ARRAY['<a/>'::xml, NULL, '<?xml version="1.1"?><b/>'::xml, 'x y'::xml]$$]);
 SELECT * FROM vec('enumarr:' || 'mood[]'::regtype::oid || ':' || 'mood'::regtype::oid, 'mood[]',
   ARRAY[$$'{sad,NULL,"NULL","with space","quo\"te",ünï,early}'$$]);
 SELECT * FROM vec('domainarr:' || 'posint[]'::regtype::oid || ':' || 'posint'::regtype::oid || ':23',

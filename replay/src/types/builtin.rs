@@ -38,6 +38,8 @@ pub enum BaseType {
     Oidvector,
     /// `json` (114).
     Json,
+    /// `xml` (142).
+    Xml,
     /// `point` (600).
     Point,
     /// `lseg` (601).
@@ -96,6 +98,10 @@ pub enum BaseType {
     TxidSnapshot,
     /// `pg_lsn` (3220).
     PgLsn,
+    /// `tsvector` (3614).
+    Tsvector,
+    /// `tsquery` (3615).
+    Tsquery,
     /// `jsonb` (3802).
     Jsonb,
     /// `pg_snapshot` (5038).
@@ -152,6 +158,7 @@ const BUILTINS: &[Builtin] = &[
     row(BaseType::Cid, 29, 1012, 4, true, Align::Int),
     row(BaseType::Oidvector, 30, 1013, -1, false, Align::Int),
     row(BaseType::Json, 114, 199, -1, false, Align::Int),
+    row(BaseType::Xml, 142, 143, -1, false, Align::Int),
     row(BaseType::Point, 600, 1017, 16, false, Align::Double),
     row(BaseType::Lseg, 601, 1018, 32, false, Align::Double),
     row(BaseType::Path, 602, 1019, -1, false, Align::Double),
@@ -185,6 +192,8 @@ const BUILTINS: &[Builtin] = &[
     row(BaseType::Uuid, 2950, 2951, 16, false, Align::Char),
     row(BaseType::TxidSnapshot, 2970, 2949, -1, false, Align::Double),
     row(BaseType::PgLsn, 3220, 3221, 8, true, Align::Double),
+    row(BaseType::Tsvector, 3614, 3643, -1, false, Align::Int),
+    row(BaseType::Tsquery, 3615, 3645, -1, false, Align::Int),
     row(BaseType::Jsonb, 3802, 3807, -1, false, Align::Int),
     row(BaseType::PgSnapshot, 5038, 5039, -1, false, Align::Double),
     row(BaseType::Xid8, 5069, 271, 8, true, Align::Double),
@@ -192,7 +201,7 @@ const BUILTINS: &[Builtin] = &[
 
 impl BaseType {
     /// Every supported base type.
-    pub const ALL: [BaseType; 47] = [
+    pub const ALL: [BaseType; 50] = [
         BaseType::Bool,
         BaseType::Bytea,
         BaseType::Char,
@@ -208,6 +217,7 @@ impl BaseType {
         BaseType::Cid,
         BaseType::Oidvector,
         BaseType::Json,
+        BaseType::Xml,
         BaseType::Point,
         BaseType::Lseg,
         BaseType::Path,
@@ -237,6 +247,8 @@ impl BaseType {
         BaseType::Uuid,
         BaseType::TxidSnapshot,
         BaseType::PgLsn,
+        BaseType::Tsvector,
+        BaseType::Tsquery,
         BaseType::Jsonb,
         BaseType::PgSnapshot,
         BaseType::Xid8,

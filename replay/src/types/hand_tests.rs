@@ -208,3 +208,91 @@ fn composites_quote_fields_and_refuse_values_their_description_cannot_hold() {
         Err(TypeError::Unsupported { oid: 2205, .. })
     ));
 }
+
+/// A tsquery of `items` (type, operator or weight, prefix flag, the
+/// operand's offset in the string area) over the NUL-terminated `strings`.
+fn tsquery(items: &[(u8, u8, u8, u32)], strings: &[u8]) -> Vec<u8> {
+    let mut b = (items.len() as i32).to_le_bytes().to_vec();
+    for &(kind, op_or_weight, prefix, offset) in items {
+        let mut item = [0u8; 12];
+        item[0] = kind;
+        item[1] = op_or_weight;
+        item[2] = prefix;
+        if kind == 2 {
+            item[2..4].copy_from_slice(&1i16.to_le_bytes());
+        }
+        item[8..12].copy_from_slice(&(offset << 12 | 1).to_le_bytes());
+        b.extend_from_slice(&item);
+    }
+    b.extend_from_slice(strings);
+    b
+}
+
+#[test]
+fn text_search_values_are_checked_and_deep_queries_do_not_recurse() {
+    let tsq = TypeInfo::base(BaseType::Tsquery);
+    let tsv = TypeInfo::base(BaseType::Tsvector);
+    // a & !b, in prefix order: the operator, its right operand, its left.
+    let q = tsquery(
+        &[(2, 2, 0, 0), (2, 1, 0, 0), (1, 0, 0, 2), (1, 8, 1, 0)],
+        b"a\0b\0",
+    );
+    assert_eq!(output(&tsq, &q).as_deref(), Ok("'a':*A & !'b'"));
+    // An operator short of operands, and an operand past the strings.
+    let short = tsquery(&[(2, 2, 0, 0), (1, 0, 0, 0)], b"a\0");
+    assert!(matches!(
+        output(&tsq, &short),
+        Err(TypeError::Malformed { .. })
+    ));
+    let past = tsquery(&[(1, 0, 0, 9)], b"a\0");
+    assert!(matches!(
+        output(&tsq, &past),
+        Err(TypeError::Malformed { .. })
+    ));
+    // 100000 nested NOTs print without recursing.
+    let mut items = vec![(2, 1, 0, 0); 100_000];
+    items.push((1, 0, 0, 0));
+    let deep = output(&tsq, &tsquery(&items, b"z\0")).expect("deep query");
+    assert_eq!(deep.len(), 100_003);
+    assert!(deep.ends_with("!!'z'"));
+
+    // tsvector: one lexeme `ab` with positions 3 (weight B) and 7.
+    let mut v = 1i32.to_le_bytes().to_vec();
+    v.extend_from_slice(&(2u32 << 1 | 1).to_le_bytes());
+    v.extend_from_slice(b"ab");
+    v.extend_from_slice(&2u16.to_le_bytes());
+    v.extend_from_slice(&(0x8000u16 | 3).to_le_bytes());
+    v.extend_from_slice(&7u16.to_le_bytes());
+    assert_eq!(output(&tsv, &v).as_deref(), Ok("'ab':3B,7"));
+    v.truncate(v.len() - 2);
+    assert!(matches!(output(&tsv, &v), Err(TypeError::Malformed { .. })));
+}
+
+#[test]
+fn xml_declarations_print_as_xml_out_prints_them() {
+    let xml = TypeInfo::base(BaseType::Xml);
+    let print = |s: &str| output(&xml, s.as_bytes());
+    assert_eq!(
+        print("<?xml version=\"1.0\"?>\n<a/>").as_deref(),
+        Ok("<a/>")
+    );
+    assert_eq!(
+        print("<?xml version='1.1' encoding='UTF-8'?><a/>").as_deref(),
+        Ok("<?xml version=\"1.1\"?><a/>")
+    );
+    assert_eq!(print("\n<a/>").as_deref(), Ok("<a/>"));
+    // Declarations that do not parse leave the value as stored.
+    for raw in [
+        "<?xml version=\"1.0\"standalone=\"yes\"?><a/>",
+        "<?xml version=\"1.0\" standalone=\"maybe\"?><a/>",
+        "<?xml version=\"1.0\" ?",
+        "<?xml version=\"ü\"?><a/>",
+        "<?xml",
+    ] {
+        assert_eq!(print(raw).as_deref(), Ok(raw));
+    }
+    assert_eq!(
+        print("<?xml-stylesheet href=\"s\"?>").as_deref(),
+        Ok("<?xml-stylesheet href=\"s\"?>")
+    );
+}

@@ -34,8 +34,8 @@
 //! varchar, bpchar, name, "char", bytea, date, time, timetz, timestamp,
 //! timestamptz, interval, uuid, json, jsonb, inet, cidr, macaddr, macaddr8,
 //! money, pg_lsn, bit, varbit, xid, xid8, cid, tid, int2vector, oidvector,
-//! refcursor, pg_snapshot, txid_snapshot, the geometric types (point, lseg,
-//! box, line, circle, path, polygon), enums, ranges and multiranges over
+//! refcursor, pg_snapshot, txid_snapshot, tsvector, tsquery, xml, the
+//! geometric types (point, lseg, box, line, circle, path, polygon), enums, ranges and multiranges over
 //! any of these, composite types of any of these, domains over any of
 //! these, and arrays of any of them. Any
 //! other type yields [`TypeError::Unsupported`], so that the caller can name
@@ -66,8 +66,10 @@ mod scalar;
 mod snapshot;
 #[cfg(test)]
 mod tests;
+mod textsearch;
 #[cfg(test)]
 mod vectors;
+mod xml;
 
 pub use builtin::BaseType;
 pub use error::TypeError;
@@ -193,5 +195,8 @@ fn base_out(base: BaseType, oid: u32, datum: &[u8], out: &mut String) -> Result<
         BaseType::Inet => network::inet_out(oid, datum, false, out),
         BaseType::Cidr => network::inet_out(oid, datum, true, out),
         BaseType::Jsonb => jsonb::jsonb_out(oid, datum, out),
+        BaseType::Xml => xml::xml_out(oid, datum, out),
+        BaseType::Tsvector => textsearch::tsvector_out(oid, datum, out),
+        BaseType::Tsquery => textsearch::tsquery_out(oid, datum, out),
     }
 }

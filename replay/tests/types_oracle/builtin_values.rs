@@ -171,6 +171,9 @@ pub(crate) const BUILTIN_CASES: &[(&str, &str, u32, BaseType)] = &[
     ("circle", "circle", 718, BaseType::Circle),
     ("path", "path", 602, BaseType::Path),
     ("polygon", "polygon", 604, BaseType::Polygon),
+    ("tsvector", "text", 25, BaseType::Tsvector),
+    ("tsquery", "text", 25, BaseType::Tsquery),
+    ("xml", "text", 25, BaseType::Xml),
 ];
 
 /// Parameter values for a built-in type.
@@ -218,5 +221,84 @@ pub(crate) fn values_for(base: BaseType) -> Param {
         BaseType::Circle => circle(),
         BaseType::Path => path(),
         BaseType::Polygon => polygon(),
+        BaseType::Tsvector => tsvector(),
+        BaseType::Tsquery => tsquery(),
+        BaseType::Xml => xml(),
     }
+}
+
+/// A lexeme in tsvector and tsquery input syntax: quoted, with `'` and `\`
+/// doubled.
+fn lexeme() -> impl Strategy<Value = String> {
+    let c = prop::sample::select(vec![
+        'a', 'b', 'c', 'x', 'y', '1', '\'', '\\', ' ', ',', ':', '&', 'ü', '✓', '"',
+    ]);
+    vec(c, 1..6).prop_map(|cs| {
+        let s: String = cs.into_iter().collect();
+        format!("'{}'", s.replace('\\', "\\\\").replace('\'', "''"))
+    })
+}
+
+/// tsvector text: lexemes, some with positions and weights.
+pub(crate) fn tsvector() -> Param {
+    let weight = prop::sample::select(vec!["", "A", "B", "C", "D"]);
+    let position = (1..=16383u32, weight).prop_map(|(p, w)| format!("{p}{w}"));
+    let entry = (lexeme(), vec(position, 0..4)).prop_map(|(l, ps)| {
+        if ps.is_empty() {
+            l
+        } else {
+            format!("{l}:{}", ps.join(","))
+        }
+    });
+    vec(entry, 0..8)
+        .prop_map(|entries| entries.join(" ").into_bytes())
+        .boxed()
+}
+
+/// tsquery text: operands (prefix matches and weights now and then) under
+/// `!`, `&`, `|`, `<->` and `<N>`, fully parenthesized.
+pub(crate) fn tsquery() -> Param {
+    let flags = prop::sample::select(vec!["", ":*", ":A", ":BC", ":*AD", ":ABCD"]);
+    let leaf = (lexeme(), flags).prop_map(|(l, f)| format!("{l}{f}"));
+    leaf.prop_recursive(5, 24, 2, |inner| {
+        let op = prop::sample::select(vec!["&", "|", "<->", "<0>", "<2>", "<17>"]);
+        prop_oneof![
+            inner.clone().prop_map(|q| format!("!({q})")),
+            (inner.clone(), op, inner).prop_map(|(a, op, b)| format!("({a}) {op} ({b})")),
+        ]
+    })
+    .prop_map(String::into_bytes)
+    .boxed()
+}
+
+/// XML content: text, elements and comments, after a declaration (of
+/// version 1.0 or 1.1, with or without encoding and standalone, blanks
+/// varied) or none, and a newline now and then.
+pub(crate) fn xml() -> Param {
+    let text = prop::sample::select(vec!["", "t", "a b", "&amp;", "&lt;x&gt;", "ü", "\n"]);
+    let content = text
+        .prop_map(str::to_string)
+        .prop_recursive(3, 12, 3, |inner| {
+            prop_oneof![
+                vec(inner.clone(), 0..3).prop_map(|v| v.concat()),
+                (inner.clone(), prop::sample::select(vec!["a", "b-c", "d"]))
+                    .prop_map(|(c, n)| format!("<{n} k=\"v\">{c}</{n}>")),
+                inner.prop_map(|c| format!("<e>{c}</e><!-- note -->")),
+            ]
+        });
+    let version = prop::sample::select(vec!["1.0", "1.1"]);
+    let encoding = prop::sample::select(vec!["", " encoding=\"UTF-8\"", "  encoding='utf-8'"]);
+    let standalone = prop::sample::select(vec!["", " standalone=\"yes\"", " standalone='no'"]);
+    let blank = prop::sample::select(vec!["", " ", "\n"]);
+    let decl = (version, encoding, standalone, blank.clone())
+        .prop_map(|(v, e, s, b)| format!("<?xml version=\"{v}\"{e}{s}{b}?>"));
+    (
+        proptest::option::of(decl),
+        prop::sample::select(vec!["", "\n", "\n\n"]),
+        content,
+    )
+        .prop_map(|(decl, newline, content)| {
+            format!("{}{newline}{content}", decl.unwrap_or_default()).into_bytes()
+        })
+        .boxed()
 }
