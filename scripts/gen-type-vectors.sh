@@ -283,6 +283,19 @@ SELECT * FROM vec('b:142', 'xml', ARRAY[
   $$'<?xml-stylesheet href="s.css"?><a/>'$$, $$'<?xml version="1.0" encoding="latin1"?><a/>'$$,
   $$XMLPARSE(DOCUMENT '<?xml version="1.0" standalone="yes"?><!DOCTYPE a><a/>')$$,
   $$xmlroot(xml '<a/>', version '1.1', standalone no)$$]);
+SELECT * FROM vec('b:4072', 'jsonpath', ARRAY[
+  $$'$'$$, $$'strict $'$$, $$'lax $.a'$$, $$'$."a b"'$$, $$'$.a.b[0]'$$, $$'$[*]'$$, $$'$.*'$$,
+  $$'$.**'$$, $$'$.**{2}'$$, $$'$.**{1 to last}'$$, $$'$.**{last}'$$, $$'$.**{last to 3}'$$,
+  $$'$.**{2 to 5}.b'$$, $$'$.a ? (@ > 1)'$$, $$'$.a ? (@ like_regex "^a.*" flag "ixq")'$$,
+  $$'$.a ? (@ like_regex "b")'$$, $$'$.a ? (@ starts with "x")'$$, $$'$.a ? (exists (@.b))'$$,
+  $$'$.a ? ((@ > 1) is unknown)'$$, $$'$.a ? (!(@ == 1))'$$,
+  $$'$ ? (@.a > 1 && @.b < 2 || @.c == "s")'$$, $$'$ ? (@.a > 1 && (@.b < 2 || @.c != "s"))'$$,
+  $$'($.a + 1) * 2'$$, $$'$.a + 1 * 2'$$, $$'-$.a'$$, $$'-(1 + 2)'$$, $$'+$.a'$$, $$'- -$.a'$$,
+  $$'$.a.type()'$$, $$'$.a.size().abs().floor().ceiling().double()'$$, $$'$.a.datetime()'$$,
+  $$'$.a.datetime("HH24:MI")'$$, $$'$.a.keyvalue()'$$, $$'$[1, 2 to 3, last]'$$, $$'$[last - 1]'$$,
+  $$'$var'$$, $$'$"var x"'$$, $$'null'$$, $$'true'$$, $$'false'$$, $$'1.5'$$, $$'-1'$$,
+  $$'1.5e3'$$, $$'(1.5).abs()'$$, $$E'"str\\n\\"q\\u0001é"'$$, $$'$.a == null'$$, $$'$.a % 2'$$,
+  $$'$.a / $.b - 3'$$, $$'$.a - ($.b - 3)'$$, $$'$ <= 1 && $ >= 0'$$, $$'$.a[$.b to $.c]'$$]);
 SELECT * FROM vec('enum:' || 'mood'::regtype::oid, 'mood', ARRAY[
   $$'sad'$$, $$'early'$$, $$'ünï'$$, $$'NULL'$$]);
 SELECT * FROM vec('domain:' || 'posint'::regtype::oid || ':23', 'posint', ARRAY['5', '2147483647']);
@@ -361,6 +374,7 @@ SELECT * FROM vec('compositearr:' || 'comp[]'::regtype::oid || ':' || cspec('com
 SELECT * FROM vec('b:3643', 'tsvector[]', ARRAY[$$'{"a:1 b",NULL,""}'$$]);
 SELECT * FROM vec('b:3645', 'tsquery[]', ARRAY[$$'{"a & b",NULL,"!c"}'$$]);
 SELECT * FROM vec('b:143', 'xml[]', ARRAY[$$ARRAY['<a/>'::xml, NULL, '<?xml version="1.1"?><b/>'::xml, 'x y'::xml]$$]);
+SELECT * FROM vec('b:4073', 'jsonpath[]', ARRAY[$$ARRAY['$.a'::jsonpath, NULL, 'strict $[*] ? (@ > 1)']$$]);
 SELECT * FROM vec('enumarr:' || 'mood[]'::regtype::oid || ':' || 'mood'::regtype::oid, 'mood[]',
   ARRAY[$$'{sad,NULL,"NULL","with space","quo\"te",ünï,early}'$$]);
 SELECT * FROM vec('domainarr:' || 'posint[]'::regtype::oid || ':' || 'posint'::regtype::oid || ':23',

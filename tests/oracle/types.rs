@@ -229,10 +229,10 @@ fn composites_and_domains() {
 }
 
 /// tsvector (positions and weights, quoting), tsquery (every operator,
-/// parentheses where priorities need them, prefix and weight flags) and
-/// xml (declarations kept, rewritten or dropped as xml_out does).
+/// parentheses where priorities need them, prefix and weight flags), xml
+/// (declarations kept, rewritten or dropped as xml_out does) and jsonpath.
 #[test]
-fn text_search_and_xml() {
+fn text_search_xml_and_jsonpath() {
     let o = Oracle::new(
         "oracle_text_search",
         "CREATE DOMAIN dtsv AS tsvector;
@@ -240,14 +240,16 @@ fn text_search_and_xml() {
          CREATE DOMAIN dxml AS xml;
          CREATE TABLE ts (
              id int PRIMARY KEY, v tsvector, q tsquery, x xml, va tsvector[], qa tsquery[],
-             xa xml[], dv dtsv, dq dtsq, dx dxml);",
+             xa xml[], dv dtsv, dq dtsq, dx dxml, jp jsonpath, jpa jsonpath[]);",
     );
     o.db.exec(
         r#"INSERT INTO ts (id) VALUES (1);
            INSERT INTO ts VALUES (2, 'a:1A,2 b''c:3B bb back\\slash', 'a & !(b | c) <-> d <2> e:*AB',
                '<?xml version="1.1" standalone="yes"?><a>ü &amp; x</a>',
                '{"a:1 b",NULL,""}', '{"a & b",NULL,"!c"}', ARRAY['<a/>'::xml, NULL, 'x y'],
-               '', '', '');
+               '', '', '',
+               'strict $.a[*] ? (@.b > 1 && @.c like_regex "^x" flag "i").datetime("HH24:MI")',
+               ARRAY['$'::jsonpath, NULL, '-($.a + 1) * 2']);
            INSERT INTO ts (id, v, q, x, dx) VALUES
                (3, to_tsvector('english', 'The quick brown foxes jumped over the lazy dogs'),
                 phraseto_tsquery('english', 'quick brown fox') || to_tsquery('english', 'lazy:*'),
@@ -256,7 +258,7 @@ fn text_search_and_xml() {
                (4, (SELECT string_agg('w' || i || ':' || i, ' ')::tsvector FROM generate_series(1, 500) i),
                 (SELECT string_agg('t' || i, ' | ')::tsquery FROM generate_series(1, 200) i),
                 XMLPARSE(DOCUMENT '<?xml version="1.0" standalone="no"?><!DOCTYPE d><d/>'), NULL);
-           UPDATE ts SET q = '!!a <-> (b <-> c)', x = E'\n<after/>' WHERE id = 2;
+           UPDATE ts SET q = '!!a <-> (b <-> c)', x = E'\n<after/>', jp = '$.**{2 to last}' WHERE id = 2;
            DELETE FROM ts WHERE id = 1;"#,
     );
     o.assert_same(&[]);

@@ -104,6 +104,8 @@ pub enum BaseType {
     Tsquery,
     /// `jsonb` (3802).
     Jsonb,
+    /// `jsonpath` (4072).
+    Jsonpath,
     /// `pg_snapshot` (5038).
     PgSnapshot,
     /// `xid8` (5069).
@@ -195,13 +197,14 @@ const BUILTINS: &[Builtin] = &[
     row(BaseType::Tsvector, 3614, 3643, -1, false, Align::Int),
     row(BaseType::Tsquery, 3615, 3645, -1, false, Align::Int),
     row(BaseType::Jsonb, 3802, 3807, -1, false, Align::Int),
+    row(BaseType::Jsonpath, 4072, 4073, -1, false, Align::Int),
     row(BaseType::PgSnapshot, 5038, 5039, -1, false, Align::Double),
     row(BaseType::Xid8, 5069, 271, 8, true, Align::Double),
 ];
 
 impl BaseType {
     /// Every supported base type.
-    pub const ALL: [BaseType; 50] = [
+    pub const ALL: [BaseType; 51] = [
         BaseType::Bool,
         BaseType::Bytea,
         BaseType::Char,
@@ -250,6 +253,7 @@ impl BaseType {
         BaseType::Tsvector,
         BaseType::Tsquery,
         BaseType::Jsonb,
+        BaseType::Jsonpath,
         BaseType::PgSnapshot,
         BaseType::Xid8,
     ];

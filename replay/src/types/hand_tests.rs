@@ -296,3 +296,31 @@ fn xml_declarations_print_as_xml_out_prints_them() {
         Ok("<?xml-stylesheet href=\"s\"?>")
     );
 }
+
+#[test]
+fn jsonpath_items_that_loop_are_refused() {
+    let jp = TypeInfo::base(BaseType::Jsonpath);
+    // Lax mode; `!(...)` whose operand is itself (relative offset 0).
+    let mut looping = 0x8000_0001u32.to_le_bytes().to_vec();
+    looping.extend_from_slice(&[6, 0, 0, 0]);
+    looping.extend_from_slice(&0i32.to_le_bytes());
+    looping.extend_from_slice(&0i32.to_le_bytes());
+    assert!(matches!(
+        output(&jp, &looping),
+        Err(TypeError::Malformed { oid: 4072, .. })
+    ));
+    // Strict mode, `$` then `.a` (its next item, 8 bytes on).
+    let mut path = 1u32.to_le_bytes().to_vec();
+    path.extend_from_slice(&[27, 0, 0, 0]);
+    path.extend_from_slice(&8i32.to_le_bytes());
+    path.extend_from_slice(&[25, 0, 0, 0]);
+    path.extend_from_slice(&0i32.to_le_bytes());
+    path.extend_from_slice(&1i32.to_le_bytes());
+    path.extend_from_slice(b"a\0");
+    assert_eq!(output(&jp, &path).as_deref(), Ok("strict $.\"a\""));
+    path.truncate(path.len() - 2);
+    assert!(matches!(
+        output(&jp, &path),
+        Err(TypeError::Malformed { .. })
+    ));
+}

@@ -226,7 +226,12 @@ fn scalar_or_container<'a>(
 /// Appends a JSON string literal: quotes, and backslash escapes for `"`,
 /// `\`, and control characters (`\b \f \n \r \t` by name, others as
 /// `\u00XX`).
-fn push_json_string(oid: u32, bytes: &[u8], at: usize, out: &mut String) -> Result<(), TypeError> {
+pub(super) fn push_json_string(
+    oid: u32,
+    bytes: &[u8],
+    at: usize,
+    out: &mut String,
+) -> Result<(), TypeError> {
     let s = std::str::from_utf8(bytes)
         .map_err(|e| malformed(oid, at + e.valid_up_to(), "string is not valid UTF-8"))?;
     out.reserve(s.len() + 2);

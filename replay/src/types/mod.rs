@@ -32,12 +32,12 @@
 //!
 //! Supported: bool, int2, int4, int8, oid, float4, float8, numeric, text,
 //! varchar, bpchar, name, "char", bytea, date, time, timetz, timestamp,
-//! timestamptz, interval, uuid, json, jsonb, inet, cidr, macaddr, macaddr8,
-//! money, pg_lsn, bit, varbit, xid, xid8, cid, tid, int2vector, oidvector,
-//! refcursor, pg_snapshot, txid_snapshot, tsvector, tsquery, xml, the
-//! geometric types (point, lseg, box, line, circle, path, polygon), enums, ranges and multiranges over
-//! any of these, composite types of any of these, domains over any of
-//! these, and arrays of any of them. Any
+//! timestamptz, interval, uuid, json, jsonb, jsonpath, inet, cidr, macaddr,
+//! macaddr8, money, pg_lsn, bit, varbit, xid, xid8, cid, tid, int2vector,
+//! oidvector, refcursor, pg_snapshot, txid_snapshot, tsvector, tsquery, xml,
+//! the geometric types (point, lseg, box, line, circle, path, polygon),
+//! enums, ranges and multiranges over any of these, composite types of any
+//! of these, domains over any of these, and arrays of any of them. Any
 //! other type yields [`TypeError::Unsupported`], so that the caller can name
 //! the column and fall back. Bytes that are not a valid value yield
 //! [`TypeError::Malformed`]; no input makes this module panic.
@@ -54,6 +54,7 @@ mod hand_tests;
 mod info;
 mod intvector;
 mod jsonb;
+mod jsonpath;
 mod network;
 mod numeric;
 mod pow5;
@@ -196,6 +197,7 @@ fn base_out(base: BaseType, oid: u32, datum: &[u8], out: &mut String) -> Result<
         BaseType::Cidr => network::inet_out(oid, datum, true, out),
         BaseType::Jsonb => jsonb::jsonb_out(oid, datum, out),
         BaseType::Xml => xml::xml_out(oid, datum, out),
+        BaseType::Jsonpath => jsonpath::jsonpath_out(oid, datum, out),
         BaseType::Tsvector => textsearch::tsvector_out(oid, datum, out),
         BaseType::Tsquery => textsearch::tsquery_out(oid, datum, out),
     }

@@ -214,6 +214,7 @@ vector_tests! {
     tsvector_vectors => ["b:3614", "b:3643"];
     tsquery_vectors => ["b:3615", "b:3645"];
     xml_vectors => ["b:142", "b:143"];
+    jsonpath_vectors => ["b:4072", "b:4073"];
     multirange_vectors => [
         "b:4451", "b:4536", "b:4532", "b:4533", "b:4534", "b:4535",
         "b:6150", "b:6157", "b:6151", "b:6152", "b:6153", "b:6155", "multirange"

@@ -174,6 +174,7 @@ pub(crate) const BUILTIN_CASES: &[(&str, &str, u32, BaseType)] = &[
     ("tsvector", "text", 25, BaseType::Tsvector),
     ("tsquery", "text", 25, BaseType::Tsquery),
     ("xml", "text", 25, BaseType::Xml),
+    ("jsonpath", "text", 25, BaseType::Jsonpath),
 ];
 
 /// Parameter values for a built-in type.
@@ -224,6 +225,7 @@ pub(crate) fn values_for(base: BaseType) -> Param {
         BaseType::Tsvector => tsvector(),
         BaseType::Tsquery => tsquery(),
         BaseType::Xml => xml(),
+        BaseType::Jsonpath => jsonpath(),
     }
 }
 
@@ -300,5 +302,79 @@ pub(crate) fn xml() -> Param {
         .prop_map(|(decl, newline, content)| {
             format!("{}{newline}{content}", decl.unwrap_or_default()).into_bytes()
         })
+        .boxed()
+}
+
+/// jsonpath text: a mode, then a path (accessors, item methods, filters
+/// with predicates over relative paths) or arithmetic over paths and
+/// literals.
+pub(crate) fn jsonpath() -> Param {
+    let accessor = prop::sample::select(vec![
+        ".a",
+        ".\"k y\"",
+        "[*]",
+        "[0]",
+        "[1 to 3]",
+        "[last]",
+        "[0, last - 1]",
+        ".*",
+        ".**",
+        ".**{2}",
+        ".**{1 to last}",
+        ".type()",
+        ".size()",
+        ".abs()",
+        ".double()",
+        ".keyvalue()",
+        ".datetime()",
+    ]);
+    let literal = prop::sample::select(vec![
+        "1",
+        "-2.5",
+        "1e3",
+        "\"s\"",
+        "\"q\\\"x\\n\"",
+        "true",
+        "null",
+        "$v",
+    ]);
+    let relative = vec(accessor.clone(), 0..3).prop_map(|a| format!("@{}", a.concat()));
+    let value = prop_oneof![relative.clone(), literal.prop_map(str::to_string),];
+    let cmp = prop::sample::select(vec!["==", "!=", "<", ">", "<=", ">="]);
+    let arith = prop::sample::select(vec!["+", "-", "*", "/", "%"]);
+    let expr = value.prop_recursive(2, 8, 2, move |inner| {
+        prop_oneof![
+            (inner.clone(), arith.clone(), inner.clone())
+                .prop_map(|(a, op, b)| format!("({a} {op} {b})")),
+            inner.prop_map(|e| format!("-{e}")),
+        ]
+    });
+    let atom = prop_oneof![
+        (expr.clone(), cmp, expr.clone()).prop_map(|(a, op, b)| format!("{a} {op} {b}")),
+        relative.clone().prop_map(|r| format!("exists ({r})")),
+        expr.clone()
+            .prop_map(|e| format!("{e} like_regex \"^a.c\" flag \"is\"")),
+        expr.prop_map(|e| format!("{e} starts with \"x\"")),
+    ];
+    let predicate = atom.prop_recursive(2, 8, 2, |inner| {
+        prop_oneof![
+            (inner.clone(), inner.clone()).prop_map(|(a, b)| format!("({a} && {b})")),
+            (inner.clone(), inner.clone()).prop_map(|(a, b)| format!("({a} || {b})")),
+            inner.clone().prop_map(|p| format!("!({p})")),
+            inner.prop_map(|p| format!("({p}) is unknown")),
+        ]
+    });
+    let step = prop_oneof![
+        4 => accessor.prop_map(str::to_string),
+        1 => predicate.prop_map(|p| format!(" ? ({p})")),
+    ];
+    let path = vec(step, 0..4).prop_map(|s| format!("${}", s.concat()));
+    let root = prop_oneof![
+        3 => path.clone(),
+        1 => (path.clone(), prop::sample::select(vec!["+", "*", "-"]), path)
+            .prop_map(|(a, op, b)| format!("{a} {op} {b}")),
+    ];
+    (prop::sample::select(vec!["", "strict ", "lax "]), root)
+        .prop_map(|(mode, p)| format!("{mode}{p}").into_bytes())
         .boxed()
 }
