@@ -189,7 +189,8 @@ fn first_array_element(literal: &str) -> Option<String> {
 }
 
 /// Every type of the database (with enum labels, what a range or
-/// multirange ranges over, and the attributes of composite types).
+/// multirange ranges over, the attributes of composite types, and the
+/// built-in output function of a user-defined base type).
 async fn load_types(client: &Client) -> Result<TypeRows> {
     let mut labels: HashMap<u32, Vec<(u32, String)>> = HashMap::new();
     for r in client
@@ -230,11 +231,15 @@ async fn load_types(client: &Client) -> Result<TypeRows> {
             "SELECT t.oid, format_type(t.oid, NULL), t.typtype::text, t.typlen, t.typbyval,
                     t.typalign::text, t.typelem, t.typbasetype, t.typdelim::text,
                     t.typsubscript = 'array_subscript_handler'::regproc,
-                    r.rngsubtype, m.rngtypid
+                    r.rngsubtype, m.rngtypid,
+                    CASE WHEN t.typtype = 'b' AND t.oid >= $1 AND l.lanname = 'internal'
+                         THEN p.prosrc END
                FROM pg_type t
                LEFT JOIN pg_range r ON r.rngtypid = t.oid
-               LEFT JOIN pg_range m ON m.rngmultitypid = t.oid",
-            &[],
+               LEFT JOIN pg_range m ON m.rngmultitypid = t.oid
+               LEFT JOIN pg_proc p ON p.oid = t.typoutput
+               LEFT JOIN pg_language l ON l.oid = p.prolang",
+            &[&FIRST_USER_OID],
         )
         .await
         .map_err(|e| Error::source_query("reading types", e))?;
@@ -255,6 +260,7 @@ async fn load_types(client: &Client) -> Result<TypeRows> {
             subtype: r.get(10),
             range: r.get(11),
             attrs: attrs.remove(&oid),
+            output: r.get(12),
         }
     })))
 }

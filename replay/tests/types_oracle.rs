@@ -256,8 +256,9 @@ fn check_builtin_layouts(client: &mut Client) -> Vec<String> {
             let ty = TypeInfo::builtin(oid).expect("builtin");
             let row = client
                 .query_one(
-                    "SELECT typlen, typbyval, typalign::text, typarray, typelem, typdelim::text
-                     FROM pg_type WHERE oid = $1",
+                    "SELECT t.typlen, t.typbyval, t.typalign::text, t.typarray, t.typelem,
+                            t.typdelim::text, p.prosrc
+                     FROM pg_type t JOIN pg_proc p ON p.oid = t.typoutput WHERE t.oid = $1",
                     &[&oid],
                 )
                 .expect("pg_type row");
@@ -272,6 +273,9 @@ fn check_builtin_layouts(client: &mut Client) -> Vec<String> {
             }
             if oid == base.array_oid() && row.get::<_, u32>(4) != base.oid() {
                 problems.push(format!("element of {oid} differs from pg_type"));
+            }
+            if oid == base.oid() && row.get::<_, String>(6) != base.output_function() {
+                problems.push(format!("output function of {oid} differs from pg_type"));
             }
             if row.get::<_, String>(5) != char::from(base.delimiter()).to_string() {
                 problems.push(format!("delimiter of {oid} differs from pg_type"));

@@ -81,7 +81,9 @@ $fn$;
 -- their element types (arrays), base types (domains), subtypes (ranges),
 -- range types (multiranges) and attribute types (composites). Built-in types
 -- too. A range carries its subtype, a multirange its range type, a composite
--- its attributes (dropped ones included, with their layout).
+-- its attributes (dropped ones included, with their layout), a user-defined
+-- base type its output function when that is a built-in one (the C name of a
+-- LANGUAGE internal function, like int4out).
 CREATE FUNCTION walfill.journal_types(rel oid) RETURNS json
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -144,7 +146,12 @@ BEGIN
                                                FROM pg_catalog.pg_attribute at
                                               WHERE at.attrelid = ty.typrelid
                                                 AND at.attnum > 0) AS a), '[]')
-                       END AS attrs
+                       END AS attrs,
+                       (SELECT p.prosrc
+                          FROM pg_catalog.pg_proc p
+                          JOIN pg_catalog.pg_language l ON l.oid = p.prolang
+                         WHERE p.oid = ty.typoutput AND l.lanname = 'internal'
+                           AND ty.typtype = 'b' AND ty.oid >= 16384) AS output
                   FROM reached
                   JOIN pg_catalog.pg_type ty ON ty.oid = reached.typid) AS t);
 END

@@ -39,12 +39,13 @@
 //! ISO, `TimeZone` UTC, `IntervalStyle` postgres, `extra_float_digits` 1 and
 //! `bytea_output` hex, whatever the session's settings); `types` lists every
 //! type the columns reach (element types of arrays, base types of domains,
-//! subtypes of ranges and range types of multiranges, recursively, built-in
-//! ones included) with enum labels, a range's `subtype` and a multirange's
-//! `range`. A `ddl` message from `sql_drop` may repeat a table another
-//! message of the same statement also carries; the last one wins. `dropped`
-//! may name a table that was never journaled (an unlogged one): ignore
-//! unknown relids.
+//! subtypes of ranges, range types of multiranges and attribute types of
+//! composites, recursively, built-in ones included) with enum labels, a
+//! range's `subtype`, a multirange's `range`, a composite's `attrs` and a
+//! user-defined base type's built-in `output` function. A `ddl` message from
+//! `sql_drop` may repeat a table another message of the same statement also
+//! carries; the last one wins. `dropped` may name a table that was never
+//! journaled (an unlogged one): ignore unknown relids.
 //!
 //! Journaled are permanent ordinary tables, partitioned tables and
 //! materialized views outside `pg_catalog`, `information_schema`, `pg_toast`

@@ -348,7 +348,8 @@ fn a_message_has_every_field_of_the_format() {
         text_array,
         &json!({"oid": 1009, "name": "text[]", "type": "b", "len": -1, "byval": false,
                 "align": "i", "elem": 25, "base": 0, "delim": ",", "is_array": true,
-                "labels": [], "subtype": null, "range": null, "attrs": null})
+                "labels": [], "subtype": null, "range": null, "attrs": null,
+                "output": null})
     );
     assert!(
         !msgs[2].raw.contains(": ") && !msgs[2].raw.contains(", \""),

@@ -134,11 +134,28 @@ fn ranges_and_multiranges() {
     o.assert_same(&[]);
 }
 
-/// User-defined ranges, multiranges and composites described by the
-/// catalog journal alone: the tables are created after the slot and dropped
-/// before decoding, so the live catalog knows nothing of them. A range over
-/// an enum follows a label added part-way, composites follow attributes
-/// added and dropped (the journal describes the tables again).
+/// Base types whose I/O functions are built-in ones (`LANGUAGE internal`),
+/// as PostgreSQL's regression suite declares them.
+const BASE_TYPES_OVER_BUILTIN_FUNCTIONS: &str = "
+    CREATE TYPE int42;
+    CREATE TYPE text_w_default;
+    CREATE FUNCTION int42_in(cstring) RETURNS int42 AS 'int4in' LANGUAGE internal STRICT IMMUTABLE;
+    CREATE FUNCTION int42_out(int42) RETURNS cstring AS 'int4out' LANGUAGE internal STRICT IMMUTABLE;
+    CREATE FUNCTION text_w_default_in(cstring) RETURNS text_w_default AS 'textin'
+        LANGUAGE internal STRICT IMMUTABLE;
+    CREATE FUNCTION text_w_default_out(text_w_default) RETURNS cstring AS 'textout'
+        LANGUAGE internal STRICT IMMUTABLE;
+    CREATE TYPE int42 (internallength = 4, input = int42_in, output = int42_out,
+                       alignment = int4, default = 42, passedbyvalue);
+    CREATE TYPE text_w_default (internallength = variable, input = text_w_default_in,
+                                output = text_w_default_out, alignment = int4,
+                                default = 'zippo');";
+
+/// User-defined ranges, multiranges, composites and base types described by
+/// the catalog journal alone: the tables are created after the slot and
+/// dropped before decoding, so the live catalog knows nothing of them. A
+/// range over an enum follows a label added part-way, composites follow
+/// attributes added and dropped (the journal describes the tables again).
 #[test]
 fn user_defined_types_described_by_the_journal() {
     let db = TestDb::new("oracle_journal_types");
@@ -182,14 +199,23 @@ fn user_defined_types_described_by_the_journal() {
          ALTER TABLE src DROP COLUMN body;
          INSERT INTO k (id, s) VALUES (3, ROW(3, 2.5));",
     );
-    o.db.exec("DROP TABLE j, k");
+
+    // Base types declared over built-in I/O functions print as those do.
+    o.db.exec(BASE_TYPES_OVER_BUILTIN_FUNCTIONS);
+    o.db.exec(
+        "CREATE TABLE b (id int PRIMARY KEY, i int42, t text_w_default, ia int42[]);
+         INSERT INTO b VALUES (1, '42', 'zippo ''q''', '{1,NULL,-7}');
+         INSERT INTO b (id) VALUES (2);",
+    );
+    o.db.exec("DROP TABLE j, k, b");
     o.assert_same(&[]);
 }
 
 /// Composite types: NULL and empty fields, fields that need quoting,
 /// nested composites, arrays of them, a table's row type as a column type,
-/// a dropped attribute, fields stored compressed inside the value, and
-/// domains over composites, ranges, arrays and other domains.
+/// a dropped attribute, fields stored compressed inside the value, base
+/// types declared over built-in I/O functions, and domains over composites,
+/// ranges, arrays and other domains.
 #[test]
 fn composites_and_domains() {
     let o = Oracle::new(
@@ -208,6 +234,11 @@ fn composites_and_domains() {
              id int PRIMARY KEY, v comp, va comp[], row_src src, dc dcomp, ddc ddcomp,
              dca dcomp[], di dints, dr drange);",
     );
+    o.db.exec(BASE_TYPES_OVER_BUILTIN_FUNCTIONS);
+    o.db.exec(
+        "CREATE TYPE over_base AS (i int42, t text_w_default);
+         ALTER TABLE c ADD COLUMN ob over_base, ADD COLUMN i42 int42;",
+    );
     o.db.exec(
         r#"INSERT INTO src VALUES (1, repeat('compressible ', 300)), (2, 'short');
            INSERT INTO c (id) VALUES (1);
@@ -221,7 +252,8 @@ fn composites_and_domains() {
            INSERT INTO c (id, v, row_src)
                SELECT 3, ROW(3, s.body, 'ok'::mood, ROW(s.body, 3, NULL)::inner_c, NULL, NULL)::comp, s
                  FROM src s WHERE s.id = 1;
-           INSERT INTO c (id, v) VALUES (4, ROW(NULL, NULL, NULL, NULL, NULL, NULL));
+           INSERT INTO c (id, v, ob, i42) VALUES
+               (4, ROW(NULL, NULL, NULL, NULL, NULL, NULL), ROW('7', 'a b'), '-42');
            UPDATE c SET v = ROW(9, 'nine', 'sad', NULL, NULL, NULL) WHERE id = 2;"#,
     );
     o.db.exec("DELETE FROM c WHERE id = 1");

@@ -1,12 +1,13 @@
 //! Types as the catalog describes them, turned into what the datum printer
 //! needs ([`TypeInfo`]): built-in types, enums with their labels, domains
 //! over their base type, ranges over their subtype, multiranges over their
-//! range type, composites over their attributes' types, arrays of any of
-//! these; anything else unsupported.
+//! range type, composites over their attributes' types, user-defined base
+//! types whose output function is a built-in one walfill prints, arrays of
+//! any of these; anything else unsupported.
 
 use std::collections::HashMap;
 
-use crate::types::{Align, Field, TypeInfo};
+use crate::types::{Align, BaseType, Field, TypeInfo};
 
 /// One row of `pg_type` (with its enum labels), as far as decoding cares.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -47,6 +48,11 @@ pub struct TypeRow {
     /// them.
     #[serde(default)]
     pub attrs: Option<Vec<TypeAttr>>,
+    /// A user-defined base type's output function, when it is one built
+    /// into the server (`prosrc` of a `LANGUAGE internal` function, like
+    /// `int4out`): values print as that function prints them.
+    #[serde(default)]
+    pub output: Option<String>,
 }
 
 /// One attribute of a composite type (a row of `pg_attribute`).
@@ -142,6 +148,17 @@ impl TypeRows {
                     .map_or(b',', |e| first_byte(&e.delim, b','));
                 TypeInfo::array_of(oid, self.info_depth(row.elem, depth + 1), delimiter)
             }
+            b'b' => match row
+                .output
+                .as_deref()
+                .and_then(BaseType::from_output_function)
+            {
+                Some(base) => with_layout(TypeInfo {
+                    oid,
+                    ..TypeInfo::base(base)
+                }),
+                None => unsupported(),
+            },
             _ => unsupported(),
         }
     }
@@ -172,6 +189,7 @@ mod tests {
             subtype: None,
             range: None,
             attrs: None,
+            output: None,
         }
     }
 
@@ -295,5 +313,32 @@ mod tests {
         let rows = TypeRows::new([with_unknown, unknown_live]);
         assert!(crate::decode::is_supported(&rows.info(50022)));
         assert!(!crate::decode::is_supported(&rows.info(50023)));
+    }
+
+    #[test]
+    fn base_types_over_builtin_output_functions_print_like_them() {
+        let int42 = TypeRow {
+            output: Some("int4out".into()),
+            ..row(50030, "b", 0, 0, false)
+        };
+        let extension = TypeRow {
+            output: None,
+            ..row(50031, "b", 0, 0, false)
+        };
+        let unknown = TypeRow {
+            output: Some("aclitemout".into()),
+            ..row(50032, "b", 0, 0, false)
+        };
+        let rows = TypeRows::new([int42, extension, unknown, row(50033, "b", 50030, 0, true)]);
+        let info = rows.info(50030);
+        assert_eq!(info.oid, 50030);
+        assert_eq!(info.kind, TypeKind::Base(BaseType::Int4));
+        assert_eq!(
+            crate::types::output(&info, &42i32.to_le_bytes()).as_deref(),
+            Ok("42")
+        );
+        assert!(crate::decode::is_supported(&rows.info(50033)));
+        assert!(!crate::decode::is_supported(&rows.info(50031)));
+        assert!(!crate::decode::is_supported(&rows.info(50032)));
     }
 }

@@ -289,6 +289,70 @@ impl BaseType {
         (b.len, b.byval, b.align)
     }
 
+    /// The C name of the type's output function (`typoutput`'s `prosrc`).
+    pub fn output_function(self) -> &'static str {
+        match self {
+            BaseType::Bool => "boolout",
+            BaseType::Bytea => "byteaout",
+            BaseType::Char => "charout",
+            BaseType::Name => "nameout",
+            BaseType::Int8 => "int8out",
+            BaseType::Int2 => "int2out",
+            BaseType::Int2vector => "int2vectorout",
+            BaseType::Int4 => "int4out",
+            BaseType::Text | BaseType::Refcursor => "textout",
+            BaseType::Oid => "oidout",
+            BaseType::Tid => "tidout",
+            BaseType::Xid => "xidout",
+            BaseType::Cid => "cidout",
+            BaseType::Oidvector => "oidvectorout",
+            BaseType::Json => "json_out",
+            BaseType::Xml => "xml_out",
+            BaseType::Point => "point_out",
+            BaseType::Lseg => "lseg_out",
+            BaseType::Path => "path_out",
+            BaseType::Box => "box_out",
+            BaseType::Polygon => "poly_out",
+            BaseType::Line => "line_out",
+            BaseType::Cidr => "cidr_out",
+            BaseType::Float4 => "float4out",
+            BaseType::Float8 => "float8out",
+            BaseType::Circle => "circle_out",
+            BaseType::Macaddr8 => "macaddr8_out",
+            BaseType::Money => "cash_out",
+            BaseType::Macaddr => "macaddr_out",
+            BaseType::Inet => "inet_out",
+            BaseType::Bpchar => "bpcharout",
+            BaseType::Varchar => "varcharout",
+            BaseType::Date => "date_out",
+            BaseType::Time => "time_out",
+            BaseType::Timestamp => "timestamp_out",
+            BaseType::Timestamptz => "timestamptz_out",
+            BaseType::Interval => "interval_out",
+            BaseType::Timetz => "timetz_out",
+            BaseType::Bit => "bit_out",
+            BaseType::Varbit => "varbit_out",
+            BaseType::Numeric => "numeric_out",
+            BaseType::Uuid => "uuid_out",
+            BaseType::TxidSnapshot => "pg_snapshot_out",
+            BaseType::PgLsn => "pg_lsn_out",
+            BaseType::Tsvector => "tsvectorout",
+            BaseType::Tsquery => "tsqueryout",
+            BaseType::Jsonb => "jsonb_out",
+            BaseType::Jsonpath => "jsonpath_out",
+            BaseType::PgSnapshot => "pg_snapshot_out",
+            BaseType::Xid8 => "xid8out",
+        }
+    }
+
+    /// The base type whose output function has this C name: how a
+    /// user-defined base type declared over that built-in function prints.
+    pub fn from_output_function(name: &str) -> Option<BaseType> {
+        BaseType::ALL
+            .into_iter()
+            .find(|b| b.output_function() == name)
+    }
+
     /// The base type with this OID, if supported.
     pub fn from_oid(oid: u32) -> Option<BaseType> {
         BUILTINS.iter().find(|b| b.oid == oid).map(|b| b.base)
