@@ -179,6 +179,10 @@ async fn run(command: Command, config: Option<Config>) -> Result<u8> {
             once_until_lsn,
             ..
         } => {
+            // Best effort: the archiver itself streams over replication.
+            if let Ok(source) = db::connect(&config.source, db::Role::Source).await {
+                journal::record_moved_files(&source).await;
+            }
             let options = archiver::ArchiveOptions {
                 slot,
                 flush_interval: std::time::Duration::from_secs(flush_interval),

@@ -18,11 +18,13 @@ use std::path::PathBuf;
 
 use walfill_replay::archive::Archive;
 use walfill_replay::decode::{Catalog, CatalogSnapshot, DecodeOptions};
+use walfill_replay::wal::RelFileLocator;
 use walfill_replay::Lsn;
 
 use crate::config::{parse_identifier, parse_qualified, PgUrl};
 use crate::db::{self, Role};
 use crate::error::{Error, Result};
+use crate::journal;
 
 /// What to decode.
 #[derive(Clone, Debug)]
@@ -62,6 +64,18 @@ pub enum CatalogSource {
 }
 
 impl CatalogSource {
+    /// What the catalog journal recorded in the source database: `None`
+    /// for a catalog file, or when the journal is not installed.
+    pub async fn journal(&self) -> Result<Option<journal::Recorded>> {
+        match self {
+            CatalogSource::Database(url) => {
+                let client = db::connect(url, Role::Source).await?;
+                journal::recorded(&client).await
+            }
+            CatalogSource::File(_) => Ok(None),
+        }
+    }
+
     /// Reads the catalog.
     pub async fn load(&self) -> Result<Catalog> {
         match self {
@@ -139,8 +153,36 @@ pub async fn decode(args: DecodeArgs) -> Result<u8> {
             (found.restart, found.first_record)
         }
     };
+    let recorded = args.catalog.journal().await?;
+    let journal_start = match &recorded {
+        Some(recorded) => journal_start(&archive, recorded, from, restart_from).await?,
+        None => {
+            if matches!(args.catalog, CatalogSource::Database(_)) {
+                eprintln!(
+                    "note: the source has no catalog journal (`walfill setup` installs it): \
+                     tables are described as they are now, so changes of tables dropped, \
+                     truncated or rewritten since cannot be decoded"
+                );
+            }
+            None
+        }
+    };
+    let known_files = recorded
+        .iter()
+        .flat_map(|r| r.files.iter())
+        .map(|f| {
+            let file = RelFileLocator {
+                spc: f.spc,
+                db: catalog.database,
+                rel: f.relfilenode,
+            };
+            (file, f.relid)
+        })
+        .collect();
     let options = DecodeOptions {
         emit_from: from,
+        changes_from: restart_from,
+        known_files,
         memory_limit: run::change_budget(args.memory_mb.saturating_mul(1024 * 1024), segment_size),
         spill_dir: args.spill_dir.clone().unwrap_or_else(std::env::temp_dir),
         only,
@@ -151,7 +193,7 @@ pub async fn decode(args: DecodeArgs) -> Result<u8> {
     };
     let run = DecodeRun {
         archive,
-        restart_from,
+        restart_from: journal_start.map_or(restart_from, |s| s.min(restart_from)),
         to: args.to,
         format: args.format,
     };
@@ -176,7 +218,15 @@ pub async fn decode(args: DecodeArgs) -> Result<u8> {
              or tables dropped since)"
         );
     }
-    for lost in &outcome.lost {
+    // A column whose stored values changed without row changes (a default
+    // existing rows take, a rewrite) matters to a replay's copy of the
+    // table, not to the changes printed; nor does anything before --from.
+    let lost: Vec<_> = outcome
+        .lost
+        .iter()
+        .filter(|l| l.column.is_none() && l.lsn >= from)
+        .collect();
+    for lost in &lost {
         eprintln!(
             "warning: changes of {} after {} were not decoded: {}",
             if lost.name.is_empty() {
@@ -188,6 +238,19 @@ pub async fn decode(args: DecodeArgs) -> Result<u8> {
             lost.reason
         );
     }
+    if args.table.is_none() {
+        for (file, seen) in &outcome.undescribed {
+            eprintln!(
+                "warning: {} change(s) of relation file {}/{}/{} (the first at {}) were not \
+                 decoded: neither the catalog journal in the archive, the files it recorded, \
+                 nor the source's tables describe it (a table dropped or rewritten before the \
+                 archive's journal starts, or since a journal install the archive does not \
+                 hold); fix: archive WAL from the journal's install on, or decode from a later \
+                 --from",
+                seen.records, file.spc, file.db, file.rel, seen.first
+            );
+        }
+    }
     for column in &outcome.unsupported {
         eprintln!(
             "warning: column {}.{} has type {}, which walfill cannot decode; its values are \
@@ -196,10 +259,60 @@ pub async fn decode(args: DecodeArgs) -> Result<u8> {
         );
     }
     Ok(
-        if outcome.unsupported.is_empty() && outcome.lost.is_empty() {
+        if outcome.unsupported.is_empty()
+            && lost.is_empty()
+            && (args.table.is_some() || outcome.undescribed.is_empty())
+        {
             0
         } else {
             3
         },
     )
+}
+
+/// Where to start reading so that the catalog journal describes every table
+/// at `restart_from`: the restart point of the last journal anchor (an
+/// install) at or before `from`. `None`, with a note, when there is none or
+/// the archive does not reach back to it: tables are then described as the
+/// source has them now.
+async fn journal_start(
+    archive: &Archive,
+    recorded: &journal::Recorded,
+    from: Lsn,
+    restart_from: Lsn,
+) -> Result<Option<Lsn>> {
+    let Some(anchor) = recorded.anchors.iter().rev().find(|a| **a <= from).copied() else {
+        if let Some(first) = recorded.anchors.first() {
+            eprintln!(
+                "note: the catalog journal was installed at {first}, after --from: tables \
+                 are described as the source has them now"
+            );
+        }
+        return Ok(None);
+    };
+    if anchor >= restart_from {
+        // The install's messages are read anyway.
+        return Ok(Some(restart_from));
+    }
+    let found = {
+        let archive = archive.clone();
+        let runtime = tokio::runtime::Handle::current();
+        tokio::task::spawn_blocking(move || start::find(&archive, &runtime, anchor))
+            .await
+            .map_err(|e| Error::Internal(format!("the scanning thread failed: {e}")))?
+    };
+    match found {
+        Ok(start) => {
+            tracing::debug!(anchor = %anchor, read_from = %start.restart, "reading the catalog journal from its install");
+            Ok(Some(start.restart))
+        }
+        Err(e) => {
+            eprintln!(
+                "note: the archive does not reach back to the catalog journal's install at \
+                 {anchor} ({e}): tables are described as the source has them now, so changes \
+                 of tables dropped, truncated or rewritten since cannot be decoded"
+            );
+            Ok(None)
+        }
+    }
 }

@@ -6,9 +6,10 @@ use std::time::Instant;
 
 use walfill_replay::archive::{Archive, ReadOptions};
 use walfill_replay::decode::{
-    decode_segments, Catalog, DecodeOptions, DecodeStats, Decoder, LostRelation, Sink,
+    decode_segments, Catalog, DecodeOptions, DecodeStats, Decoder, LostRelation, Sink, Undescribed,
     UnsupportedColumn,
 };
+use walfill_replay::wal::RelFileLocator;
 use walfill_replay::Lsn;
 
 use super::format::{JsonLines, TestDecoding};
@@ -54,6 +55,8 @@ pub struct Outcome {
     pub unsupported: BTreeSet<UnsupportedColumn>,
     /// Tables whose changes could not be followed past some point.
     pub lost: Vec<LostRelation>,
+    /// Files written with row data that nothing describes.
+    pub undescribed: Vec<(RelFileLocator, Undescribed)>,
     /// Bytes of WAL read.
     pub wal_bytes: u64,
     /// Wall time.
@@ -108,6 +111,15 @@ impl DecodeRun {
             stats: decoder.stats(),
             unsupported: decoder.unsupported().clone(),
             lost: decoder.lost().to_vec(),
+            undescribed: {
+                let mut files: Vec<_> = decoder
+                    .undescribed()
+                    .iter()
+                    .map(|(file, seen)| (*file, *seen))
+                    .collect();
+                files.sort_by_key(|(_, seen)| seen.first);
+                files
+            },
             wal_bytes: fed.wal_bytes,
             seconds: started.elapsed().as_secs_f64(),
         })

@@ -47,6 +47,9 @@ pub async fn backfill(
     let source = db::connect(&config.source, Role::Source).await?;
     let mut dest = db::connect(&config.destination, Role::Destination).await?;
     state::require(&dest).await?;
+    if config.archive.is_some() {
+        crate::journal::record_moved_files(&source).await;
+    }
     let what = format!("version {} of {}", wanted.version, wanted.target);
     lock::acquire(
         &dest,

@@ -388,9 +388,35 @@ BEGIN
 END
 $fn$;
 
--- Journals every table (one `setup` message per table, in relid order) and
--- attaches the truncate triggers. Returns the number of tables journaled, of
--- triggers attached, and the LSN of the last message (NULL with no table).
+-- Records that the journal described `rel` (its files) at `at`.
+CREATE FUNCTION walfill.journal_record_files(rel oid, at pg_lsn) RETURNS void
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET jit = off
+AS $fn$
+BEGIN
+    INSERT INTO walfill.journal_files
+    SELECT c.oid,
+           CASE c.reltablespace WHEN 0 THEN d.dattablespace ELSE c.reltablespace END,
+           pg_catalog.pg_relation_filenode(c.oid),
+           CASE WHEN t.oid IS NULL THEN NULL
+                WHEN t.reltablespace = 0 THEN d.dattablespace
+                ELSE t.reltablespace END,
+           pg_catalog.pg_relation_filenode(t.oid),
+           at
+      FROM pg_catalog.pg_class c
+      JOIN pg_catalog.pg_database d ON d.datname = pg_catalog.current_database()
+      LEFT JOIN pg_catalog.pg_class t ON t.oid = c.reltoastrelid
+     WHERE c.oid = rel AND c.relkind IN ('r', 'm')
+    ON CONFLICT DO NOTHING;
+END
+$fn$;
+
+-- Journals every table (one `setup` message per table, in relid order),
+-- attaches the truncate triggers and records the install as an anchor (an
+-- LSN before every message, from which decoding finds every table described).
+-- Returns the number of tables journaled, of triggers attached, and the LSN
+-- of the last message (NULL with no table).
 CREATE FUNCTION walfill.journal_setup(OUT tables integer, OUT attached integer, OUT last_lsn pg_lsn)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -401,6 +427,9 @@ DECLARE
 BEGIN
     tables := 0;
     attached := 0;
+    INSERT INTO walfill.journal_anchors (lsn, event)
+    VALUES (pg_catalog.pg_current_wal_insert_lsn(), 'setup')
+    ON CONFLICT DO NOTHING;
     FOR rel IN
         SELECT c.oid, c.relkind
           FROM walfill.journal_tables() AS j(oid)
@@ -413,6 +442,58 @@ BEGIN
         last_lsn := pg_logical_emit_message(
             true, 'walfill.journal',
             walfill.journal_message('setup', 'SETUP', ARRAY[rel.oid], NULL));
+        PERFORM walfill.journal_record_files(rel.oid, last_lsn);
+        tables := tables + 1;
+    END LOOP;
+END
+$fn$;
+
+-- Journals again every table whose files are not among those the journal
+-- recorded for it: CLUSTER and VACUUM FULL give a table new files without
+-- firing any trigger (and a TRUNCATE's or a rewrite's own message is not
+-- recorded here, so such a table is described once more, harmlessly). Each
+-- table is locked (ACCESS SHARE, waiting at most `wait`) before it is
+-- described, so that no rewrite commits between the description and the
+-- message; a table that cannot be locked in time is left for the next run.
+-- Returns the tables journaled, those skipped, and the last message's LSN.
+CREATE FUNCTION walfill.journal_sync(wait text DEFAULT '2s', OUT tables integer,
+                                     OUT skipped integer, OUT last_lsn pg_lsn)
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET jit = off
+AS $fn$
+DECLARE
+    rel oid;
+BEGIN
+    tables := 0;
+    skipped := 0;
+    PERFORM pg_catalog.set_config('lock_timeout', wait, true);
+    FOR rel IN
+        SELECT c.oid
+          FROM walfill.journal_tables() AS j(oid)
+          JOIN pg_catalog.pg_class c ON c.oid = j.oid
+          JOIN pg_catalog.pg_database d ON d.datname = pg_catalog.current_database()
+         WHERE c.relkind IN ('r', 'm')
+           AND NOT EXISTS (
+               SELECT 1 FROM walfill.journal_files f
+                WHERE f.relid = c.oid
+                  AND f.spc = CASE c.reltablespace WHEN 0 THEN d.dattablespace
+                              ELSE c.reltablespace END
+                  AND f.relfilenode = pg_catalog.pg_relation_filenode(c.oid))
+         ORDER BY c.oid
+    LOOP
+        BEGIN
+            EXECUTE pg_catalog.format('LOCK TABLE %s IN ACCESS SHARE MODE',
+                                      rel::pg_catalog.regclass);
+        EXCEPTION WHEN lock_not_available OR undefined_table THEN
+            skipped := skipped + 1;
+            CONTINUE;
+        END;
+        CONTINUE WHEN NOT walfill.journal_is_journaled(rel);
+        last_lsn := pg_logical_emit_message(
+            true, 'walfill.journal',
+            walfill.journal_message('files', 'FILES', ARRAY[rel], NULL));
+        PERFORM walfill.journal_record_files(rel, last_lsn);
         tables := tables + 1;
     END LOOP;
 END

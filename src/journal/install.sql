@@ -22,3 +22,23 @@ BEGIN
     END LOOP;
 END
 $do$;
+
+-- Where decoding can start reading the journal (`anchors`: an install, from
+-- which every table is described again), and which files the journal last
+-- described for each table (`files`: rows are added, never changed, so a
+-- file a table had once can still be named after it moved on). Kept across
+-- reinstalls; the uninstall drops them.
+CREATE TABLE IF NOT EXISTS walfill.journal_anchors (
+    lsn pg_lsn PRIMARY KEY,
+    event text NOT NULL,
+    recorded timestamptz NOT NULL DEFAULT pg_catalog.now()
+);
+CREATE TABLE IF NOT EXISTS walfill.journal_files (
+    relid oid NOT NULL,
+    spc oid NOT NULL,
+    relfilenode oid NOT NULL,
+    toast_spc oid,
+    toast_relfilenode oid,
+    lsn pg_lsn NOT NULL,
+    PRIMARY KEY (relid, spc, relfilenode)
+);

@@ -75,8 +75,10 @@
 //! relfilenodes or tablespaces are stale until the table's next message.
 
 mod check;
+mod files;
 
 pub use check::{check, may_maintain, needs_superuser, preflight, reasons};
+pub use files::{record_moved_files, recorded, Recorded, RecordedFiles};
 
 use tokio_postgres::error::SqlState;
 use tokio_postgres::Client;

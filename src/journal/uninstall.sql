@@ -4,6 +4,7 @@
 -- search_path = pg_catalog, pg_temp.
 DROP EVENT TRIGGER IF EXISTS walfill_journal_ddl;
 DROP EVENT TRIGGER IF EXISTS walfill_journal_drop;
+DROP TABLE IF EXISTS walfill.journal_anchors, walfill.journal_files;
 
 DO $do$
 DECLARE

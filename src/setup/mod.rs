@@ -96,6 +96,8 @@ pub async fn setup(config: &Config) -> Result<()> {
             "catalog journal installed in the source: {} table(s) described",
             report.tables
         )?;
+    } else if config.archive.is_some() {
+        journal::record_moved_files(&source).await;
     }
     if work.create {
         let sql = if work.add.is_empty() {

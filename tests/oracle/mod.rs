@@ -5,14 +5,17 @@
 
 mod damage;
 mod fixtures;
+mod history;
 mod schemas;
 mod start;
 mod types;
 mod workloads;
 
+use std::path::PathBuf;
 use std::process::Output;
 use std::time::{Duration, Instant};
 
+use crate::archiver::LocalArchive;
 use crate::support::TestDb;
 
 /// The archive the test cluster's `archive_command` fills.
@@ -163,4 +166,23 @@ pub fn assert_same_text(expected: &str, actual: &str) {
         clip(e.get(first).unwrap_or(&"<end>")),
         clip(a.get(first).unwrap_or(&"<end>")),
     );
+}
+
+/// Copies the cluster's archived segments from the one holding `lsn` on.
+pub fn copy_segments_from(o: &Oracle, to: &LocalArchive, lsn: &str) {
+    let first =
+        o.db.value(&format!("SELECT pg_walfile_name('{lsn}')"))
+            .expect("a segment name");
+    let dir = PathBuf::from(archive_url().trim_start_matches("file://")).join("wal");
+    std::fs::create_dir_all(to.wal()).expect("archive dir");
+    for entry in std::fs::read_dir(&dir).expect("the cluster's archive") {
+        let name = entry
+            .expect("an entry")
+            .file_name()
+            .to_string_lossy()
+            .into_owned();
+        if name.len() >= 24 && name[..8] == first[..8] && name[..24] >= first[..] {
+            std::fs::copy(dir.join(&name), to.wal().join(&name)).expect("copy a segment");
+        }
+    }
 }

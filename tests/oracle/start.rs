@@ -4,11 +4,10 @@
 //! flight at the slot's creation included; an archive that does not reach
 //! back far enough is an error, never an empty success.
 
-use std::path::PathBuf;
 use std::process::Output;
 use std::time::{Duration, Instant};
 
-use super::{archive_url, assert_same_text, Oracle};
+use super::{archive_url, assert_same_text, copy_segments_from, Oracle};
 use crate::archiver::LocalArchive;
 use crate::support::cluster::connect;
 use crate::support::TestDb;
@@ -159,23 +158,4 @@ fn not_a_record_start(lsn: &str) -> u64 {
 fn lsn_plus(lsn: &str, n: u64) -> String {
     let value = lsn_value(lsn) + n;
     format!("{:X}/{:X}", value >> 32, value & 0xFFFF_FFFF)
-}
-
-/// Copies the cluster's archived segments from the one holding `lsn` on.
-fn copy_segments_from(o: &Oracle, to: &LocalArchive, lsn: &str) {
-    let first =
-        o.db.value(&format!("SELECT pg_walfile_name('{lsn}')"))
-            .expect("a segment name");
-    let dir = PathBuf::from(archive_url().trim_start_matches("file://")).join("wal");
-    std::fs::create_dir_all(to.wal()).expect("archive dir");
-    for entry in std::fs::read_dir(&dir).expect("the cluster's archive") {
-        let name = entry
-            .expect("an entry")
-            .file_name()
-            .to_string_lossy()
-            .into_owned();
-        if name.len() >= 24 && name[..8] == first[..8] && name[..24] >= first[..] {
-            std::fs::copy(dir.join(&name), to.wal().join(&name)).expect("copy a segment");
-        }
-    }
 }

@@ -418,13 +418,15 @@ impl JournalTracker {
 
     /// A transaction committed at `lsn`, dropping `dropped_files`: its
     /// journal entries join `global`, and a known relation whose file it
-    /// dropped without a journal entry is lost.
+    /// dropped without a journal entry is lost, unless `moved_to` names
+    /// another file of it (recorded outside the WAL).
     pub(crate) fn committed(
         &mut self,
         top: u32,
         lsn: crate::lsn::Lsn,
         dropped_files: &[crate::wal::RelFileLocator],
         global: &mut super::Catalog,
+        moved_to: impl Fn(u32, &crate::wal::RelFileLocator) -> bool,
     ) {
         self.overlays.remove(&top);
         self.prepared.remove(&top);
@@ -506,6 +508,9 @@ impl JournalTracker {
                 .cloned()
                 .or_else(|| global.by_toast_file(file).cloned());
             if let Some(rel) = owner {
+                if moved_to(rel.spec.oid, file) {
+                    continue;
+                }
                 global.remove(rel.spec.oid);
                 self.lost.push(LostRelation {
                     relid: rel.spec.oid,

@@ -37,6 +37,7 @@ pub use journal::{
 };
 pub use row::{is_supported, UnsupportedColumn};
 pub use segments::{decode_segments, FeedOutcome};
+
 pub use typeinfo::{TypeAttr, TypeRow, TypeRows};
 
 use std::collections::BTreeSet;
@@ -102,6 +103,15 @@ pub struct DecodeOptions {
     /// Follow only transactions and the catalog journal: skip every data
     /// record (a fast scan for schemas, creations and restart points).
     pub journal_only: bool,
+    /// Records before this LSN are read as with `journal_only`: reading
+    /// starts earlier than changes matter only to learn the catalog journal
+    /// from an earlier point (see `walfill decode`).
+    pub changes_from: Lsn,
+    /// Files the catalog does not name that belong to these relations (by
+    /// OID), as recorded outside the WAL: a table's files after a `CLUSTER`
+    /// or `VACUUM FULL`, before the journal message that names them. Such a
+    /// change is decoded with the relation's description at its LSN.
+    pub known_files: rustc_hash::FxHashMap<RelFileLocator, u32>,
     /// Decode every change to a relation file created while decoding,
     /// whatever transaction made it. For a replay from a table's creation:
     /// no change to a table can come before the record that creates its
@@ -124,6 +134,8 @@ impl Default for DecodeOptions {
             strict_types: true,
             unsupported_as_null: false,
             journal_only: false,
+            changes_from: Lsn::INVALID,
+            known_files: Default::default(),
             follow_new_files: false,
             identity: None,
         }
@@ -145,6 +157,16 @@ pub struct DecodeStats {
     pub unknown_relation_records: u64,
 }
 
+/// Rows written to a relation file nothing describes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Undescribed {
+    /// Records carrying row data for logical decoding (so of a user table,
+    /// not of a system catalog).
+    pub records: u64,
+    /// The first one's LSN.
+    pub first: Lsn,
+}
+
 /// Decodes records into transactions.
 pub struct Decoder {
     catalog: Catalog,
@@ -156,6 +178,9 @@ pub struct Decoder {
     stats: DecodeStats,
     /// Relation files created while decoding (with `follow_new_files`).
     new_files: rustc_hash::FxHashSet<RelFileLocator>,
+    /// Files of this database written with row data that no description
+    /// names, from `changes_from` on.
+    undescribed: rustc_hash::FxHashMap<RelFileLocator, Undescribed>,
     /// The server's `wal_level` since the last parameter-change record
     /// (0 minimal, 1 replica, 2 logical); `None` before one.
     wal_level: Option<i32>,
@@ -178,6 +203,7 @@ impl Decoder {
             unsupported: BTreeSet::new(),
             stats: DecodeStats::default(),
             new_files: Default::default(),
+            undescribed: Default::default(),
             wal_level: None,
         }
     }
@@ -215,6 +241,12 @@ impl Decoder {
         &self.catalog
     }
 
+    /// Files of this database written with row data (so of user tables)
+    /// that neither the catalog, the journal nor `known_files` describes.
+    pub fn undescribed(&self) -> &rustc_hash::FxHashMap<RelFileLocator, Undescribed> {
+        &self.undescribed
+    }
+
     /// Relations whose changes could not be followed from some commit on.
     pub fn lost(&self) -> &[LostRelation] {
         &self.journal.lost
@@ -245,7 +277,7 @@ impl Decoder {
             self.reorder.link(record.xid, top, lsn)?;
         }
         let top = self.reorder.top(record.xid);
-        if self.options.journal_only
+        if (self.options.journal_only || lsn < self.options.changes_from)
             && !matches!(
                 record.rmid,
                 RmgrId::XACT | RmgrId::STANDBY | RmgrId::LOGICAL_MESSAGE | RmgrId::XLOG
@@ -275,8 +307,14 @@ impl Decoder {
                 };
                 let other_db = c.db.is_some_and(|db| db != self.catalog.database);
                 if !other_db {
-                    self.journal
-                        .committed(c.xid, lsn, &c.dropped_rels, &mut self.catalog);
+                    let known = &self.options.known_files;
+                    self.journal.committed(
+                        c.xid,
+                        lsn,
+                        &c.dropped_rels,
+                        &mut self.catalog,
+                        |oid, dropped| known.iter().any(|(f, o)| *o == oid && f != dropped),
+                    );
                 }
                 if self.reorder.commit(&info, &c.subxacts, other_db, sink)? {
                     self.stats.transactions += 1;
@@ -334,7 +372,7 @@ impl Decoder {
                 if ins.rel.db != self.catalog.database {
                     return Ok(());
                 }
-                let Some(rel) = self.relation(top, &ins.rel) else {
+                let Some(rel) = self.relation(top, &ins.rel, lsn, true) else {
                     return Ok(());
                 };
                 self.check_wal_level(&rel, lsn);
@@ -356,7 +394,7 @@ impl Decoder {
                 if !self.follows(top, &multi.rel) || multi.rel.db != self.catalog.database {
                     return Ok(());
                 }
-                if let Some(rel) = self.relation(top, &multi.rel) {
+                if let Some(rel) = self.relation(top, &multi.rel, lsn, !multi.tuples.is_empty()) {
                     self.check_wal_level(&rel, lsn);
                     if multi.tuples.is_empty() {
                         self.not_logical(top, &multi.rel, lsn, "an insert");
@@ -379,7 +417,7 @@ impl Decoder {
                 if !self.follows(top, &up.rel) || up.rel.db != self.catalog.database {
                     return Ok(());
                 }
-                let Some(rel) = self.relation(top, &up.rel) else {
+                let Some(rel) = self.relation(top, &up.rel, lsn, up.new.is_some()) else {
                     return Ok(());
                 };
                 self.check_wal_level(&rel, lsn);
@@ -415,7 +453,7 @@ impl Decoder {
                 if del.rel.db != self.catalog.database {
                     return Ok(());
                 }
-                let Some(rel) = self.relation(top, &del.rel) else {
+                let Some(rel) = self.relation(top, &del.rel, lsn, del.old.is_some()) else {
                     return Ok(());
                 };
                 self.check_wal_level(&rel, lsn);
@@ -530,12 +568,23 @@ impl Decoder {
             && !self.options.exclude_schemas.contains(&rel.relation.schema)
     }
 
+    /// The relation `file` belongs to, when it is wanted. `has_data`: the
+    /// record carries row data for logical decoding.
     fn relation(
         &mut self,
         top: u32,
         file: &crate::wal::RelFileLocator,
+        lsn: Lsn,
+        has_data: bool,
     ) -> Option<std::sync::Arc<RelationSchema>> {
-        match self.journal.catalog_for(top, &self.catalog).by_file(file) {
+        let catalog = self.journal.catalog_for(top, &self.catalog);
+        let found = catalog.by_file(file).or_else(|| {
+            self.options
+                .known_files
+                .get(file)
+                .and_then(|oid| catalog.by_oid(*oid))
+        });
+        match found {
             Some(rel) if self.wanted(rel) => Some(rel.clone()),
             Some(_) => {
                 // A left-out table's change: the TOAST chunks written just
@@ -545,6 +594,13 @@ impl Decoder {
             }
             None => {
                 self.stats.unknown_relation_records += 1;
+                if has_data && file.db == self.catalog.database {
+                    let seen = self.undescribed.entry(*file).or_insert(Undescribed {
+                        records: 0,
+                        first: lsn,
+                    });
+                    seen.records += 1;
+                }
                 self.journal.unknown_file(top, *file);
                 None
             }

@@ -1,0 +1,131 @@
+//! Tables dropped, truncated and rewritten after the range decoded: the
+//! live catalog no longer describes the files the range wrote, so the
+//! decoder learns them from the catalog journal in the archive (read from
+//! the journal's install on) and, for a `CLUSTER` or `VACUUM FULL`, from the
+//! files the journal recorded when a walfill command last ran. What nothing
+//! describes is named in a warning and makes the exit non-zero.
+
+use super::{copy_segments_from, Oracle};
+use crate::archiver::LocalArchive;
+use crate::support::TestDb;
+
+/// Runs each statement of `sql` on its own (VACUUM runs in no transaction
+/// block).
+fn each(db: &TestDb, sql: &str) {
+    for statement in sql.split(';').map(str::trim).filter(|s| !s.is_empty()) {
+        db.exec(statement);
+    }
+}
+
+/// What `walfill setup` or `backfill` does on the source when it starts.
+fn a_walfill_command_runs(db: &TestDb) {
+    db.exec("SELECT * FROM walfill.journal_sync()");
+}
+
+#[test]
+fn tables_dropped_truncated_and_rewritten_since_decode_like_the_slot() {
+    let db = TestDb::new("oracle_history");
+    db.exec(
+        "CREATE TABLE kept (id int PRIMARY KEY, v text);
+         CREATE TABLE gone (id int PRIMARY KEY, v text);
+         CREATE TABLE emptied (id int PRIMARY KEY, v text);
+         CREATE TABLE clustered (id int PRIMARY KEY, v text);
+         CREATE TABLE vacuumed (id int PRIMARY KEY, v text, big text);
+         CREATE TABLE twice (id int PRIMARY KEY, v text);
+         INSERT INTO kept VALUES (0, 'before the journal');",
+    );
+    crate::journal::install(&db);
+    // Work between the install and the range: its DDL is only in the WAL.
+    db.exec(
+        "ALTER TABLE kept ADD COLUMN w int DEFAULT 7;
+         INSERT INTO gone VALUES (0, 'before the slot');
+         CREATE TABLE later (id int PRIMARY KEY, v text);
+         SELECT pg_switch_wal();",
+    );
+    let gone_file = db
+        .value(
+            "SELECT concat_ws('/', CASE reltablespace WHEN 0 THEN dattablespace ELSE reltablespace
+                                   END, d.oid, pg_relation_filenode(c.oid))
+               FROM pg_class c, pg_database d
+              WHERE c.oid = 'gone'::regclass AND d.datname = current_database()",
+        )
+        .unwrap();
+    let o = Oracle::on(db);
+    o.db.exec(
+        "INSERT INTO kept VALUES (1, 'one', 1);
+         INSERT INTO gone VALUES (1, 'one'), (2, 'two');
+         UPDATE gone SET v = 'uno' WHERE id = 1;
+         INSERT INTO emptied VALUES (1, 'one');
+         INSERT INTO clustered VALUES (2, 'b'), (1, 'a');
+         INSERT INTO vacuumed VALUES (1, 'a', repeat('big value ', 5000));
+         INSERT INTO twice VALUES (1, 'a');
+         INSERT INTO later VALUES (1, 'later');",
+    );
+    each(
+        &o.db,
+        "TRUNCATE emptied;
+         INSERT INTO emptied VALUES (2, 'after the truncate');
+         CLUSTER clustered USING clustered_pkey;
+         INSERT INTO clustered VALUES (3, 'after the cluster');
+         UPDATE clustered SET v = 'A' WHERE id = 1;
+         VACUUM FULL vacuumed;
+         UPDATE vacuumed SET v = 'b' WHERE id = 1;
+         INSERT INTO vacuumed VALUES (2, 'c', repeat('another big one ', 5000));
+         CLUSTER twice USING twice_pkey;
+         INSERT INTO twice VALUES (2, 'after the first cluster');",
+    );
+    a_walfill_command_runs(&o.db);
+    each(
+        &o.db,
+        "DELETE FROM clustered WHERE id = 2;
+         CLUSTER twice;
+         INSERT INTO twice VALUES (3, 'after the second cluster');
+         DELETE FROM gone WHERE id = 2;
+         ALTER TABLE later RENAME TO renamed;
+         INSERT INTO renamed VALUES (2, 'renamed');",
+    );
+    a_walfill_command_runs(&o.db);
+    each(
+        &o.db,
+        "DROP TABLE gone, renamed;
+         TRUNCATE kept;
+         VACUUM FULL vacuumed;",
+    );
+    let out = o.assert_same(&[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("warning"), "{stderr}");
+    let expected = o.expected();
+    for line in [
+        "table public.gone: UPDATE: id[integer]:1 v[text]:'uno'",
+        "table public.clustered: INSERT: id[integer]:3 v[text]:'after the cluster'",
+        "table public.twice: INSERT: id[integer]:3 v[text]:'after the second cluster'",
+        "table public.renamed: INSERT: id[integer]:2 v[text]:'renamed'",
+    ] {
+        assert!(
+            expected.text.contains(line),
+            "the slot did not print {line}"
+        );
+    }
+
+    // An archive that does not reach back to the journal's install: the
+    // dropped table's files are named, and the exit is not 0.
+    let partial = LocalArchive::new("history");
+    copy_segments_from(&o, &partial, &o.restart);
+    let out = o.decode(&partial.url(), &expected.to, &[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(
+        stderr.contains("does not reach back to the catalog journal's install"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(&format!("relation file {gone_file} (the first at")),
+        "the dropped table's file is not named:\n{stderr}"
+    );
+    let printed = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        printed.contains("table public.kept: INSERT: id[integer]:1 v[text]:'one' w[integer]:1"),
+        "{printed}"
+    );
+    assert!(!printed.contains("table public.gone"), "{printed}");
+}
