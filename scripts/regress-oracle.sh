@@ -102,6 +102,11 @@ for t in "${tests[@]}"; do
     -f "$regress/sql/$t.sql" >"$OUT/results/$t.out" 2>&1 || true
 done
 log "suite done in $((SECONDS - started)) s"
+# CLUSTER and VACUUM FULL moved tables' files without a journal message:
+# any walfill command that connects to the source journals them.
+log "letting walfill journal the tables whose files moved (walfill setup)"
+WALFILL_CONFIG="$OUT/walfill.toml" "$WALFILL" setup >"$OUT/setup-after.out" 2>&1 ||
+  log "walfill setup after the suite failed (see $OUT/setup-after.out)"
 # The slot's output is read with default settings (as walfill prints):
 # the suite's DateStyle and time zone were its own.
 unset PGTZ PGDATESTYLE

@@ -129,3 +129,55 @@ fn tables_dropped_truncated_and_rewritten_since_decode_like_the_slot() {
     );
     assert!(!printed.contains("table public.gone"), "{printed}");
 }
+
+/// `CREATE TABLE AS` and `SELECT INTO` write a table's rows before the
+/// journal can describe it (its message follows the statement): the rows
+/// are held until the message and print like test_decoding's, TOASTed
+/// values included; so does `CREATE MATERIALIZED VIEW`. The rows a rewrite copies into a table's new file
+/// (ALTER COLUMN TYPE, REFRESH MATERIALIZED VIEW) print nothing, there as
+/// here.
+#[test]
+fn rows_written_by_the_statement_that_creates_the_table() {
+    let db = TestDb::new("oracle_ctas");
+    db.exec(
+        "CREATE TABLE src (id int PRIMARY KEY, v text);
+         INSERT INTO src SELECT g, 'row ' || g FROM generate_series(1, 300) g;
+         CREATE MATERIALIZED VIEW mv AS SELECT id, v FROM src WHERE id < 5;",
+    );
+    crate::journal::install(&db);
+    let o = Oracle::on(db);
+    each(
+        &o.db,
+        "CREATE TABLE copied AS SELECT id, v, repeat(v, 3000) AS big FROM src WHERE id <= 3;
+         SELECT id * 2 AS id, upper(v) AS v INTO selected FROM src WHERE id BETWEEN 10 AND 12;
+         BEGIN;
+         CREATE TABLE in_txn AS SELECT id FROM src WHERE id > 298;
+         INSERT INTO in_txn VALUES (1000);
+         COMMIT;
+         CREATE TABLE empty_one AS SELECT * FROM src WHERE false;
+         CREATE MATERIALIZED VIEW mv2 AS SELECT id, v FROM src WHERE id < 4;
+         ALTER TABLE copied ALTER COLUMN id TYPE bigint;
+         INSERT INTO copied VALUES (4, 'four', 'after the rewrite');
+         REFRESH MATERIALIZED VIEW mv;
+         BEGIN;
+         CREATE TABLE rolled_back AS SELECT id FROM src WHERE id < 3;
+         ROLLBACK;
+         CREATE TABLE many AS SELECT g AS id, repeat('x', 100) AS v FROM generate_series(1, 2000) g;",
+    );
+    let out = o.assert_same(&[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("warning"), "{stderr}");
+    let expected = o.expected();
+    for line in [
+        "table public.copied: INSERT: id[integer]:1 v[text]:'row 1' big[text]:'row 1row 1",
+        "table public.selected: INSERT: id[integer]:20 v[text]:'ROW 10'",
+        "table public.in_txn: INSERT: id[integer]:299",
+        "table public.many: INSERT: id[integer]:2000",
+        "table public.mv2: INSERT: id[integer]:3 v[text]:'row 3'",
+    ] {
+        assert!(
+            expected.text.contains(line),
+            "the slot did not print {line}"
+        );
+    }
+}

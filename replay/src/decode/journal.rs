@@ -92,6 +92,10 @@ pub struct JournalMessage {
     /// Whether the statement created the relations it names (`CREATE
     /// TABLE`, `CREATE TABLE AS`, `SELECT INTO`): their history starts here.
     pub creates: bool,
+    /// Whether the statement created a relation and wrote its first rows
+    /// (`CREATE TABLE AS`, `SELECT INTO`, `CREATE MATERIALIZED VIEW`): rows
+    /// PostgreSQL's decoding prints, written before this message.
+    pub fills: bool,
     /// What it changes.
     pub updates: Vec<JournalUpdate>,
 }
@@ -109,6 +113,10 @@ pub fn parse(content: &[u8], database: u32) -> Result<JournalMessage, String> {
     let creates = matches!(
         message.tag.as_str(),
         "CREATE TABLE" | "CREATE TABLE AS" | "SELECT INTO"
+    );
+    let fills = matches!(
+        message.tag.as_str(),
+        "CREATE TABLE AS" | "SELECT INTO" | "CREATE MATERIALIZED VIEW"
     );
     let mut updates: Vec<JournalUpdate> = message
         .dropped
@@ -165,7 +173,11 @@ pub fn parse(content: &[u8], database: u32) -> Result<JournalMessage, String> {
             full_identity: r.replident == "f",
         }));
     }
-    Ok(JournalMessage { creates, updates })
+    Ok(JournalMessage {
+        creates,
+        fills,
+        updates,
+    })
 }
 
 /// The relations a journal error message names (empty when it could not
@@ -334,6 +346,13 @@ impl JournalTracker {
     pub(crate) fn unknown_file(&mut self, top: u32, file: crate::wal::RelFileLocator) {
         if top != 0 {
             self.unseen.entry(top).or_default().insert(file);
+        }
+    }
+
+    /// A journal message of `top` described `file` after all.
+    pub(crate) fn seen(&mut self, top: u32, file: &crate::wal::RelFileLocator) {
+        if let Some(files) = self.unseen.get_mut(&top) {
+            files.remove(file);
         }
     }
 

@@ -20,6 +20,7 @@
 
 mod catalog;
 mod error;
+mod held;
 mod identity;
 mod journal;
 mod reorder;
@@ -48,6 +49,7 @@ use crate::lsn::Lsn;
 use crate::tuple::decode_chunk;
 use crate::wal::{interpret, PgMajor, Record, RelFileLocator, RmgrId, TupleFragment, WalEvent};
 
+use held::{Held, HeldRows};
 use journal::JournalTracker;
 use reorder::{xid_precedes, ReorderBuffer};
 use row::decode_row;
@@ -181,6 +183,9 @@ pub struct Decoder {
     /// Files of this database written with row data that no description
     /// names, from `changes_from` on.
     undescribed: rustc_hash::FxHashMap<RelFileLocator, Undescribed>,
+    /// Rows written to files their transaction created, before a journal
+    /// message describes them (CREATE TABLE AS).
+    held: Held,
     /// The server's `wal_level` since the last parameter-change record
     /// (0 minimal, 1 replica, 2 logical); `None` before one.
     wal_level: Option<i32>,
@@ -195,6 +200,7 @@ impl Decoder {
             options.emit_from,
         );
         Decoder {
+            held: Held::new(options.memory_limit / 4),
             catalog,
             options,
             reorder,
@@ -306,6 +312,9 @@ impl Decoder {
                     commit_time: c.commit_time,
                 };
                 let other_db = c.db.is_some_and(|db| db != self.catalog.database);
+                for (file, records, first) in self.held.finish(c.xid) {
+                    self.note_undescribed(file, records, first);
+                }
                 if !other_db {
                     let known = &self.options.known_files;
                     self.journal.committed(
@@ -323,6 +332,7 @@ impl Decoder {
             WalEvent::Abort(a) => {
                 let abort_top = self.reorder.top(a.xid);
                 if a.twophase.is_some() || abort_top == a.xid {
+                    self.held.finish(a.xid);
                     self.journal.aborted(a.xid);
                 } else {
                     let rolled: Vec<u32> = std::iter::once(a.xid)
@@ -348,11 +358,13 @@ impl Decoder {
                 self.restart_points.push((lsn, r.next_xid));
                 let oldest = r.oldest_running_xid;
                 self.journal.forget(|xid| xid_precedes(xid, oldest));
+                self.held.forget(|xid| xid_precedes(xid, oldest));
                 self.reorder.running_xacts(&r);
             }
             WalEvent::CheckpointShutdown(c) => {
                 let next = c.next_full_xid as u32;
                 self.journal.forget(|xid| xid_precedes(xid, next));
+                self.held.forget(|xid| xid_precedes(xid, next));
                 self.reorder.nothing_running(next);
             }
             WalEvent::Insert(ins) => {
@@ -370,6 +382,12 @@ impl Decoder {
                     return self.toast_chunk(top, tuple, lsn);
                 }
                 if ins.rel.db != self.catalog.database {
+                    return Ok(());
+                }
+                if !ins.is_speculative()
+                    && self.hold(top, &ins.rel, record.xid, lsn, || vec![tuple.clone()])
+                {
+                    self.reorder.txn(top).toast.clear();
                     return Ok(());
                 }
                 let Some(rel) = self.relation(top, &ins.rel, lsn, true) else {
@@ -392,6 +410,14 @@ impl Decoder {
             WalEvent::MultiInsert(multi) => {
                 self.snapshot(top);
                 if !self.follows(top, &multi.rel) || multi.rel.db != self.catalog.database {
+                    return Ok(());
+                }
+                if !multi.tuples.is_empty()
+                    && self.hold(top, &multi.rel, record.xid, lsn, || multi.tuples.clone())
+                {
+                    if multi.is_last_in_multi() {
+                        self.reorder.txn(top).toast.clear();
+                    }
                     return Ok(());
                 }
                 if let Some(rel) = self.relation(top, &multi.rel, lsn, !multi.tuples.is_empty()) {
@@ -512,8 +538,10 @@ impl Decoder {
                 if m.transactional && prefix == JOURNAL_PREFIX {
                     match journal::parse(&m.payload, self.catalog.database) {
                         Ok(message) => {
+                            let fills = message.fills;
                             self.journal
-                                .message(top, record.xid, message, &self.catalog)
+                                .message(top, record.xid, message, &self.catalog);
+                            self.release_held(top, fills)?;
                         }
                         Err(_) => self.journal.failure(top, record.xid, Vec::new()),
                     }
@@ -535,8 +563,11 @@ impl Decoder {
                         .map_err(ReplayError::Sink)?;
                 }
             }
-            WalEvent::SmgrCreate { rel, .. } if self.options.follow_new_files => {
-                self.new_files.insert(rel);
+            WalEvent::SmgrCreate { rel, .. } => {
+                self.held.created(top, rel);
+                if self.options.follow_new_files {
+                    self.new_files.insert(rel);
+                }
             }
             // A transaction that logged invalidations changed the catalog as
             // far as decoding knows, and gets a snapshot at its commit even
@@ -595,16 +626,101 @@ impl Decoder {
             None => {
                 self.stats.unknown_relation_records += 1;
                 if has_data && file.db == self.catalog.database {
-                    let seen = self.undescribed.entry(*file).or_insert(Undescribed {
-                        records: 0,
-                        first: lsn,
-                    });
-                    seen.records += 1;
+                    self.note_undescribed(*file, 1, lsn);
                 }
                 self.journal.unknown_file(top, *file);
                 None
             }
         }
+    }
+
+    /// Counts `records` written with row data to `file`, which nothing
+    /// describes.
+    fn note_undescribed(&mut self, file: RelFileLocator, records: u64, first: Lsn) {
+        let seen = self
+            .undescribed
+            .entry(file)
+            .or_insert(Undescribed { records: 0, first });
+        seen.records += records;
+        seen.first = seen.first.min(first);
+    }
+
+    /// Holds the rows `top` writes to a file it created that nothing
+    /// describes yet (see [`held`]); `false` when they are not held.
+    fn hold(
+        &mut self,
+        top: u32,
+        file: &RelFileLocator,
+        xid: u32,
+        lsn: Lsn,
+        tuples: impl FnOnce() -> Vec<TupleFragment>,
+    ) -> bool {
+        if !self.held.may_hold(top, file)
+            || self
+                .journal
+                .catalog_for(top, &self.catalog)
+                .by_file(file)
+                .is_some()
+        {
+            return false;
+        }
+        self.stats.unknown_relation_records += 1;
+        self.journal.unknown_file(top, *file);
+        let toast = std::mem::take(&mut self.reorder.txn(top).toast);
+        let rows = HeldRows {
+            xid,
+            lsn,
+            tuples: tuples(),
+            toast,
+        };
+        self.held.hold(top, *file, rows);
+        true
+    }
+
+    /// Decodes the held rows of `top` that its journal message now
+    /// describes, as the changes they were, in WAL order, when the message's
+    /// statement created the table with its rows (CREATE TABLE AS, SELECT
+    /// INTO, CREATE MATERIALIZED VIEW). The rows
+    /// a rewrite copies into a table's new file (ALTER COLUMN TYPE, REFRESH
+    /// MATERIALIZED VIEW) are no changes: PostgreSQL's decoding skips them
+    /// too.
+    fn release_held(&mut self, top: u32, fills: bool) -> Result<(), ReplayError> {
+        let catalog = self.journal.catalog_for(top, &self.catalog);
+        let released = self
+            .held
+            .take_described(top, |f| catalog.by_file(f).is_some());
+        for (file, rows) in released {
+            self.journal.seen(top, &file);
+            if !fills {
+                continue;
+            }
+            let Some(rel) = self
+                .journal
+                .catalog_for(top, &self.catalog)
+                .by_file(&file)
+                .cloned()
+            else {
+                continue;
+            };
+            if !self.wanted(&rel) {
+                continue;
+            }
+            let mut toast = crate::tuple::ToastChunks::default();
+            for held in rows {
+                if !held.toast.is_empty() {
+                    toast = held.toast;
+                }
+                for tuple in &held.tuples {
+                    let new = self.row_with(&rel, tuple, &toast, held.lsn)?;
+                    let change = RowChange::Insert {
+                        relation: rel.relation.clone(),
+                        new,
+                    };
+                    self.add(top, held.xid, held.lsn, change)?;
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Remembers that `top` wrote `file` while no known relation had it.
@@ -732,6 +848,32 @@ impl Decoder {
             Ok(value)
         };
         let toast = &self.reorder.txn(top).toast;
+        decode_row(rel, tuple, toast, lsn, &mut report)
+    }
+
+    /// Decodes `tuple` of `rel` with the given TOAST chunks.
+    fn row_with(
+        &mut self,
+        rel: &RelationSchema,
+        tuple: &TupleFragment,
+        toast: &crate::tuple::ToastChunks,
+        lsn: Lsn,
+    ) -> Result<Vec<Datum>, ReplayError> {
+        let strict = self.options.strict_types;
+        let as_null = self.options.unsupported_as_null;
+        let unsupported = &mut self.unsupported;
+        let mut report = |column: UnsupportedColumn| {
+            if strict {
+                return Err(ReplayError::Unsupported(column.clone()));
+            }
+            let value = if as_null {
+                Datum::Null
+            } else {
+                Datum::Text(format!("<unsupported type {}>", column.type_name))
+            };
+            unsupported.insert(column);
+            Ok(value)
+        };
         decode_row(rel, tuple, toast, lsn, &mut report)
     }
 }
