@@ -7,6 +7,7 @@ mod battery;
 mod expect;
 mod lifecycle;
 mod messages;
+mod moved;
 mod statements;
 mod storage;
 
