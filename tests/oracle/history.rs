@@ -72,7 +72,11 @@ fn tables_dropped_truncated_and_rewritten_since_decode_like_the_slot() {
          UPDATE vacuumed SET v = 'b' WHERE id = 1;
          INSERT INTO vacuumed VALUES (2, 'c', repeat('another big one ', 5000));
          CLUSTER twice USING twice_pkey;
-         INSERT INTO twice VALUES (2, 'after the first cluster');",
+         INSERT INTO twice VALUES (2, 'after the first cluster');
+         VACUUM FULL clustered;
+         INSERT INTO clustered VALUES (5, 'between two rewrites');
+         VACUUM FULL clustered;
+         INSERT INTO clustered VALUES (6, 'no walfill command ran between them');",
     );
     a_walfill_command_runs(&o.db);
     each(
@@ -98,6 +102,7 @@ fn tables_dropped_truncated_and_rewritten_since_decode_like_the_slot() {
     for line in [
         "table public.gone: UPDATE: id[integer]:1 v[text]:'uno'",
         "table public.clustered: INSERT: id[integer]:3 v[text]:'after the cluster'",
+        "table public.clustered: INSERT: id[integer]:5 v[text]:'between two rewrites'",
         "table public.twice: INSERT: id[integer]:3 v[text]:'after the second cluster'",
         "table public.renamed: INSERT: id[integer]:2 v[text]:'renamed'",
     ] {

@@ -43,6 +43,8 @@ struct TxnHeld {
 pub(super) struct Held {
     /// Files created by each open transaction.
     created: FxHashMap<RelFileLocator, u32>,
+    /// The same, per transaction, in WAL order.
+    created_by: FxHashMap<u32, Vec<RelFileLocator>>,
     txns: FxHashMap<u32, TxnHeld>,
     bytes: usize,
     limit: usize,
@@ -53,6 +55,7 @@ impl Held {
     pub(super) fn new(limit: usize) -> Held {
         Held {
             created: FxHashMap::default(),
+            created_by: FxHashMap::default(),
             txns: FxHashMap::default(),
             bytes: 0,
             limit,
@@ -63,7 +66,13 @@ impl Held {
     pub(super) fn created(&mut self, top: u32, file: RelFileLocator) {
         if top != 0 {
             self.created.insert(file, top);
+            self.created_by.entry(top).or_default().push(file);
         }
+    }
+
+    /// The files `top` created, in WAL order.
+    pub(super) fn created_by(&self, top: u32) -> &[RelFileLocator] {
+        self.created_by.get(&top).map_or(&[], Vec::as_slice)
     }
 
     /// Whether rows `top` writes to `file` (which no description names) are
@@ -113,6 +122,7 @@ impl Held {
     /// described (file, records, first LSN).
     pub(super) fn finish(&mut self, top: u32) -> Vec<(RelFileLocator, u64, Lsn)> {
         self.created.retain(|_, t| *t != top);
+        self.created_by.remove(&top);
         let Some(txn) = self.txns.remove(&top) else {
             return Vec::new();
         };
@@ -129,6 +139,7 @@ impl Held {
     /// Forgets transactions that can no longer be running.
     pub(super) fn forget(&mut self, gone: impl Fn(u32) -> bool) {
         self.created.retain(|_, t| !gone(*t));
+        self.created_by.retain(|t, _| !gone(*t));
         let ended: Vec<u32> = self.txns.keys().copied().filter(|t| gone(*t)).collect();
         for top in ended {
             self.finish(top);

@@ -435,15 +435,21 @@ impl JournalTracker {
             .retain(|xid, _| prepared.contains(xid) || !gone(*xid));
     }
 
-    /// A transaction committed at `lsn`, dropping `dropped_files`: its
-    /// journal entries join `global`, and a known relation whose file it
-    /// dropped without a journal entry is lost, unless `moved_to` names
-    /// another file of it (recorded outside the WAL).
+    /// A transaction committed at `lsn`, dropping `dropped_files` and
+    /// having created `created_files` (main forks, in WAL order): its
+    /// journal entries join `global`. A known relation whose file it dropped
+    /// without a journal entry was rewritten by `CLUSTER` or `VACUUM FULL`,
+    /// which create the new heap first (then its TOAST table, then the
+    /// indexes) and fire no trigger: it moves to those files. When the
+    /// transaction created none, the relation is lost, unless `moved_to`
+    /// names another file of it (recorded outside the WAL).
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn committed(
         &mut self,
         top: u32,
         lsn: crate::lsn::Lsn,
         dropped_files: &[crate::wal::RelFileLocator],
+        created_files: &[crate::wal::RelFileLocator],
         global: &mut super::Catalog,
         moved_to: impl Fn(u32, &crate::wal::RelFileLocator) -> bool,
     ) {
@@ -527,6 +533,20 @@ impl JournalTracker {
                 .cloned()
                 .or_else(|| global.by_toast_file(file).cloned());
             if let Some(rel) = owner {
+                if rel.spec.file != *file && dropped_files.contains(&rel.spec.file) {
+                    // Its TOAST file: the main file's drop decides.
+                    continue;
+                }
+                let mut new_files = created_files
+                    .iter()
+                    .filter(|f| global.by_file(f).is_none() && !global.is_toast(f));
+                if let (true, Some(heap)) = (rel.spec.file == *file, new_files.next()) {
+                    let mut spec = rel.spec.clone();
+                    spec.file = *heap;
+                    spec.toast_file = spec.toast_file.and_then(|_| new_files.next().copied());
+                    global.insert(super::RelationSchema::new(spec));
+                    continue;
+                }
                 if moved_to(rel.spec.oid, file) {
                     continue;
                 }

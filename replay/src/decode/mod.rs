@@ -286,7 +286,11 @@ impl Decoder {
         if (self.options.journal_only || lsn < self.options.changes_from)
             && !matches!(
                 record.rmid,
-                RmgrId::XACT | RmgrId::STANDBY | RmgrId::LOGICAL_MESSAGE | RmgrId::XLOG
+                RmgrId::XACT
+                    | RmgrId::STANDBY
+                    | RmgrId::LOGICAL_MESSAGE
+                    | RmgrId::XLOG
+                    | RmgrId::SMGR
             )
         {
             if matches!(record.rmid, RmgrId::HEAP | RmgrId::HEAP2) {
@@ -312,6 +316,7 @@ impl Decoder {
                     commit_time: c.commit_time,
                 };
                 let other_db = c.db.is_some_and(|db| db != self.catalog.database);
+                let created = self.held.created_by(c.xid).to_vec();
                 for (file, records, first) in self.held.finish(c.xid) {
                     self.note_undescribed(file, records, first);
                 }
@@ -321,6 +326,7 @@ impl Decoder {
                         c.xid,
                         lsn,
                         &c.dropped_rels,
+                        &created,
                         &mut self.catalog,
                         |oid, dropped| known.iter().any(|(f, o)| *o == oid && f != dropped),
                     );
@@ -563,8 +569,10 @@ impl Decoder {
                         .map_err(ReplayError::Sink)?;
                 }
             }
-            WalEvent::SmgrCreate { rel, .. } => {
-                self.held.created(top, rel);
+            WalEvent::SmgrCreate { rel, fork } => {
+                if fork == crate::wal::ForkNumber::MAIN {
+                    self.held.created(top, rel);
+                }
                 if self.options.follow_new_files {
                     self.new_files.insert(rel);
                 }
