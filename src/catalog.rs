@@ -163,6 +163,20 @@ async fn load_where(client: &Client, only: Option<u32>) -> Result<Catalog> {
             full_identity: replident == "f",
         }));
     }
+    // Partitioned tables have no storage; TRUNCATE records name them.
+    let partitioned = client
+        .query(
+            "SELECT c.oid, n.nspname::text, c.relname::text
+               FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+              WHERE c.relkind = 'p' AND c.relpersistence = 'p' AND c.oid >= $1
+                AND ($2::oid IS NULL OR c.oid = $2)",
+            &[&FIRST_USER_OID, &only],
+        )
+        .await
+        .map_err(failed("reading partitioned tables"))?;
+    for row in &partitioned {
+        catalog.insert_partitioned(row.get(0), row.get(1), row.get(2));
+    }
     Ok(catalog)
 }
 

@@ -309,3 +309,45 @@ fn unsupported_type_is_reported_and_skipped() {
     }
     super::assert_same_text(&masked, printed.trim_end_matches('\n'));
 }
+
+/// TRUNCATE of partitioned tables: the record names the partitioned
+/// parents too (they have no storage), as test_decoding prints them, both
+/// for tables the source still has and for tables only the catalog
+/// journal describes (created after the slot, dropped before decoding).
+#[test]
+fn truncate_names_partitioned_tables() {
+    let db = crate::support::TestDb::new("oracle_parted_truncate");
+    db.exec(
+        "CREATE TABLE lp (k int, v text) PARTITION BY LIST (k);
+         CREATE TABLE lp1 PARTITION OF lp FOR VALUES IN (1, 2) PARTITION BY LIST (k);
+         CREATE TABLE lp11 PARTITION OF lp1 FOR VALUES IN (1);
+         CREATE TABLE lp12 PARTITION OF lp1 FOR VALUES IN (2);
+         CREATE TABLE lp3 PARTITION OF lp FOR VALUES IN (3);",
+    );
+    crate::journal::install(&db);
+    let o = Oracle::on(db);
+    o.db.exec(
+        "INSERT INTO lp VALUES (1, 'a'), (2, 'b'), (3, 'c');
+         TRUNCATE lp1;
+         INSERT INTO lp VALUES (1, 'again');
+         TRUNCATE lp;
+         CREATE TABLE rp (k int PRIMARY KEY, v text) PARTITION BY RANGE (k);
+         CREATE TABLE rp1 PARTITION OF rp FOR VALUES FROM (0) TO (10);
+         CREATE TABLE ref (k int REFERENCES rp);
+         INSERT INTO rp VALUES (1, 'x');
+         INSERT INTO ref VALUES (1);
+         TRUNCATE rp CASCADE;
+         ALTER TABLE rp RENAME TO rp_renamed;
+         TRUNCATE rp_renamed RESTART IDENTITY CASCADE;
+         DROP TABLE ref, rp_renamed;",
+    );
+    o.assert_same(&[]);
+    let expected = o.expected();
+    assert!(
+        expected.text.contains(
+            "table public.lp, public.lp1, public.lp3, public.lp11, public.lp12: TRUNCATE"
+        ),
+        "{}",
+        expected.text
+    );
+}

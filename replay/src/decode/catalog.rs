@@ -91,6 +91,8 @@ pub struct Catalog {
     by_file: HashMap<RelFileLocator, Arc<RelationSchema>>,
     by_oid: HashMap<u32, Arc<RelationSchema>>,
     toast_files: HashMap<RelFileLocator, u32>,
+    /// Partitioned tables: no storage, but TRUNCATE records name them.
+    partitioned: HashMap<u32, Arc<Relation>>,
 }
 
 impl Catalog {
@@ -134,8 +136,26 @@ impl Catalog {
             .and_then(|oid| self.by_oid.get(oid))
     }
 
+    /// Adds (or replaces) a partitioned table.
+    pub fn insert_partitioned(&mut self, oid: u32, schema: String, name: String) {
+        let relation = Relation {
+            oid,
+            schema,
+            name,
+            columns: Vec::new(),
+            full_identity: false,
+        };
+        self.partitioned.insert(oid, Arc::new(relation));
+    }
+
+    /// The partitioned table with OID `oid`.
+    pub fn partitioned(&self, oid: u32) -> Option<&Arc<Relation>> {
+        self.partitioned.get(&oid)
+    }
+
     /// Forgets relation `oid`.
     pub fn remove(&mut self, oid: u32) {
+        self.partitioned.remove(&oid);
         if let Some(old) = self.by_oid.remove(&oid) {
             self.by_file.remove(&old.spec.file);
             if let Some(toast) = old.spec.toast_file {

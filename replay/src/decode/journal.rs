@@ -27,6 +27,9 @@ pub enum JournalUpdate {
     Upsert(NewRelation),
     /// A relation that no longer exists (or left the journal).
     Drop(u32),
+    /// A partitioned table (no storage; TRUNCATE names it): OID, schema,
+    /// name.
+    Partitioned(u32, String, String),
 }
 
 #[derive(Deserialize)]
@@ -124,13 +127,15 @@ pub fn parse(content: &[u8], database: u32) -> Result<JournalMessage, String> {
         .map(JournalUpdate::Drop)
         .collect();
     for r in message.relations {
-        // Partitioned tables have no storage: their partitions are journaled.
+        // Partitioned tables have no storage: their partitions' rows are
+        // theirs, and TRUNCATE names them.
+        if r.kind == "p" {
+            updates.push(JournalUpdate::Partitioned(r.relid, r.schema, r.name));
+            continue;
+        }
         let Some(relfilenode) = r.relfilenode else {
             continue;
         };
-        if r.kind == "p" {
-            continue;
-        }
         let types = TypeRows::new(r.types);
         let mut attrs = Vec::with_capacity(r.attrs.len());
         let mut infos = Vec::with_capacity(r.attrs.len());
@@ -620,5 +625,9 @@ fn apply(catalog: &mut super::Catalog, update: &JournalUpdate) {
     match update {
         JournalUpdate::Upsert(r) => catalog.insert(super::RelationSchema::new(r.clone())),
         JournalUpdate::Drop(relid) => catalog.remove(*relid),
+        JournalUpdate::Partitioned(oid, schema, name) => {
+            catalog.remove(*oid);
+            catalog.insert_partitioned(*oid, schema.clone(), name.clone())
+        }
     }
 }

@@ -515,10 +515,14 @@ impl Decoder {
                 let relations: Vec<_> = t
                     .relids
                     .iter()
-                    .filter_map(|oid| catalog.by_oid(*oid))
-                    .filter(|r| self.wanted(r))
-                    .filter(|r| tracked || self.is_new_file(&r.spec.file))
-                    .map(|r| r.relation.clone())
+                    .filter_map(|oid| match catalog.by_oid(*oid) {
+                        Some(r) => (self.wanted(r) && (tracked || self.is_new_file(&r.spec.file)))
+                            .then(|| r.relation.clone()),
+                        None => catalog
+                            .partitioned(*oid)
+                            .filter(|p| tracked && self.wanted_oid(p.oid, &p.schema))
+                            .cloned(),
+                    })
                     .collect();
                 if !relations.is_empty() {
                     let change = RowChange::Truncate {
@@ -600,11 +604,15 @@ impl Decoder {
     }
 
     fn wanted(&self, rel: &RelationSchema) -> bool {
+        self.wanted_oid(rel.spec.oid, &rel.relation.schema)
+    }
+
+    fn wanted_oid(&self, oid: u32, schema: &str) -> bool {
         self.options
             .only
             .as_ref()
-            .is_none_or(|only| only.contains(&rel.spec.oid))
-            && !self.options.exclude_schemas.contains(&rel.relation.schema)
+            .is_none_or(|only| only.contains(&oid))
+            && !self.options.exclude_schemas.contains(schema)
     }
 
     /// The relation `file` belongs to, when it is wanted. `has_data`: the
