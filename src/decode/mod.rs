@@ -179,10 +179,21 @@ pub async fn decode(args: DecodeArgs) -> Result<u8> {
             (file, f.relid)
         })
         .collect();
+    // Reading the journal from its install on, the source's tables as they
+    // are now only describe what the journal never did: their files may
+    // have held other rows (or another description) at the time.
+    let (catalog, fallback) = match journal_start {
+        Some(_) => (
+            Catalog::new(catalog.database),
+            Some(std::sync::Arc::new(catalog)),
+        ),
+        None => (catalog, None),
+    };
     let options = DecodeOptions {
         emit_from: from,
         changes_from: restart_from,
         known_files,
+        fallback,
         memory_limit: run::change_budget(args.memory_mb.saturating_mul(1024 * 1024), segment_size),
         spill_dir: args.spill_dir.clone().unwrap_or_else(std::env::temp_dir),
         only,

@@ -186,3 +186,20 @@ fn rows_written_by_the_statement_that_creates_the_table() {
         );
     }
 }
+
+/// A composite type changed after a table was created from a value of it:
+/// the row written by the creating statement prints as the type was then.
+#[test]
+fn a_composite_changed_after_create_table_as() {
+    let db = TestDb::new("oracle_ctas_composite");
+    crate::journal::install(&db);
+    let o = Oracle::on(db);
+    each(
+        &o.db,
+        "CREATE TYPE test_type3 AS (a int);
+         CREATE TABLE test_tbl3 (c) AS SELECT '(1)'::test_type3;
+         ALTER TYPE test_type3 DROP ATTRIBUTE a, ADD ATTRIBUTE b int;
+         INSERT INTO test_tbl3 VALUES ('(2)');",
+    );
+    o.assert_same(&[]);
+}

@@ -351,3 +351,26 @@ fn truncate_names_partitioned_tables() {
         expected.text
     );
 }
+
+/// A savepoint released into another that is then rolled back: its rows
+/// go too, though the rolled-back savepoint wrote nothing of its own.
+#[test]
+fn a_released_savepoint_inside_a_rolled_back_one() {
+    let o = Oracle::new("oracle_nested_rollback", "CREATE TABLE f (a int)");
+    o.db.exec(
+        "BEGIN;
+         INSERT INTO f VALUES (1);
+         SAVEPOINT two;
+         INSERT INTO f VALUES (10);
+         RELEASE two;
+         SAVEPOINT three;
+         SAVEPOINT four;
+         INSERT INTO f VALUES (2);
+         RELEASE SAVEPOINT four;
+         ROLLBACK TO SAVEPOINT three;
+         RELEASE SAVEPOINT three;
+         INSERT INTO f VALUES (3);
+         COMMIT;",
+    );
+    o.assert_same(&[]);
+}

@@ -114,6 +114,10 @@ pub struct DecodeOptions {
     /// or `VACUUM FULL`, before the journal message that names them. Such a
     /// change is decoded with the relation's description at its LSN.
     pub known_files: rustc_hash::FxHashMap<RelFileLocator, u32>,
+    /// Relations consulted last, when neither the catalog (as the journal
+    /// keeps it) nor `known_files` names a file: the source's tables as they
+    /// are now, for tables the journal never described.
+    pub fallback: Option<std::sync::Arc<Catalog>>,
     /// Decode every change to a relation file created while decoding,
     /// whatever transaction made it. For a replay from a table's creation:
     /// no change to a table can come before the record that creates its
@@ -138,6 +142,7 @@ impl Default for DecodeOptions {
             journal_only: false,
             changes_from: Lsn::INVALID,
             known_files: Default::default(),
+            fallback: None,
             follow_new_files: false,
             identity: None,
         }
@@ -338,6 +343,14 @@ impl Decoder {
             WalEvent::Abort(a) => {
                 let abort_top = self.reorder.top(a.xid);
                 if a.twophase.is_some() || abort_top == a.xid {
+                    // A subtransaction that wrote nothing itself is not tied
+                    // to its top-level transaction; its children are.
+                    for sub in &a.subxacts {
+                        let sub_top = self.reorder.top(*sub);
+                        if sub_top != *sub && sub_top != a.xid {
+                            self.journal.rolled_back(sub_top, &[*sub], &self.catalog);
+                        }
+                    }
                     self.held.finish(a.xid);
                     self.journal.aborted(a.xid);
                 } else {
@@ -515,13 +528,21 @@ impl Decoder {
                 let relations: Vec<_> = t
                     .relids
                     .iter()
-                    .filter_map(|oid| match catalog.by_oid(*oid) {
-                        Some(r) => (self.wanted(r) && (tracked || self.is_new_file(&r.spec.file)))
+                    .filter_map(|oid| {
+                        let fallback = self.options.fallback.as_deref();
+                        let found = catalog
+                            .by_oid(*oid)
+                            .or_else(|| fallback.and_then(|f| f.by_oid(*oid)));
+                        match found {
+                            Some(r) => (self.wanted(r)
+                                && (tracked || self.is_new_file(&r.spec.file)))
                             .then(|| r.relation.clone()),
-                        None => catalog
-                            .partitioned(*oid)
-                            .filter(|p| tracked && self.wanted_oid(p.oid, &p.schema))
-                            .cloned(),
+                            None => catalog
+                                .partitioned(*oid)
+                                .or_else(|| fallback.and_then(|f| f.partitioned(*oid)))
+                                .filter(|p| tracked && self.wanted_oid(p.oid, &p.schema))
+                                .cloned(),
+                        }
                     })
                     .collect();
                 if !relations.is_empty() {
@@ -625,12 +646,16 @@ impl Decoder {
         has_data: bool,
     ) -> Option<std::sync::Arc<RelationSchema>> {
         let catalog = self.journal.catalog_for(top, &self.catalog);
-        let found = catalog.by_file(file).or_else(|| {
-            self.options
-                .known_files
-                .get(file)
-                .and_then(|oid| catalog.by_oid(*oid))
-        });
+        let fallback = self.options.fallback.as_deref();
+        let found = catalog
+            .by_file(file)
+            .or_else(|| {
+                self.options
+                    .known_files
+                    .get(file)
+                    .and_then(|oid| catalog.by_oid(*oid))
+            })
+            .or_else(|| fallback.and_then(|f| f.by_file(file)));
         match found {
             Some(rel) if self.wanted(rel) => Some(rel.clone()),
             Some(_) => {

@@ -188,10 +188,15 @@ impl ReorderBuffer {
                 }
                 self.memory -= txn.memory();
             }
-            // Subtransactions not yet tied to it go with it.
+            // Subtransactions not yet tied to it go with it. So do those
+            // tied to a top-level transaction when `xid` is a subtransaction
+            // that wrote nothing itself (so was never tied to it): its abort
+            // record lists the children released into it.
             for sub in subxacts {
                 if let Some(txn) = self.txns.remove(sub) {
                     self.memory -= txn.memory();
+                } else if let Some(txn) = self.txns.get_mut(&self.top(*sub)) {
+                    txn.aborted.insert(*sub);
                 }
             }
             return;
