@@ -218,8 +218,12 @@ mod tests {
         let message = parse(json.as_bytes(), 5).unwrap();
         assert!(!message.creates);
         let updates = message.updates;
-        assert_eq!(updates.len(), 2);
+        assert_eq!(updates.len(), 3);
         assert_eq!(updates[0], JournalUpdate::Drop(77));
+        assert_eq!(
+            updates[2],
+            JournalUpdate::Partitioned(16500, "public".into(), "parted".into())
+        );
         let JournalUpdate::Upsert(r) = &updates[1] else {
             panic!("{updates:?}")
         };
