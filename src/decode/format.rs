@@ -7,7 +7,7 @@ use std::io::Write;
 use std::sync::Arc;
 
 use walfill_replay::change::{Datum, Relation, RowChange};
-use walfill_replay::decode::{Sink, SinkError, TxnInfo};
+use walfill_replay::decode::{ChangeRef, DatumRef, Sink, SinkError, TxnInfo};
 use walfill_replay::types::{output, TypeInfo};
 use walfill_replay::Lsn;
 
@@ -46,16 +46,42 @@ pub(super) fn commit_time(micros: i64) -> String {
 struct Labels {
     /// Keeps the relation (and so the address it is cached under) alive.
     _relation: Arc<Relation>,
-    /// `schema.name`, quoted.
-    qualified: String,
-    /// ` column[type]:` for each column.
-    columns: Vec<String>,
+    /// `table schema.name: `, quoted.
+    head: Vec<u8>,
+    /// ` column[type]:` for each column, and whether its values print
+    /// quoted (as a string), bare (numbers), in `B'...'` (bit strings) or as
+    /// `true`/`false`.
+    columns: Vec<(Vec<u8>, Style)>,
 }
 
-/// Prints what `test_decoding` prints.
+/// How test_decoding prints a column's values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Style {
+    Quoted,
+    Bare,
+    Bits,
+    Bool,
+}
+
+impl Style {
+    fn of(type_oid: u32) -> Style {
+        match type_oid {
+            // int2, int4, int8, oid, float4, float8, numeric
+            21 | 23 | 20 | 26 | 700 | 701 | 1700 => Style::Bare,
+            // bit, varbit
+            1560 | 1562 => Style::Bits,
+            16 => Style::Bool,
+            _ => Style::Quoted,
+        }
+    }
+}
+
+/// Prints what `test_decoding` prints. Each change is put together in a
+/// line buffer and written with one call.
 pub(super) struct TestDecoding<W: Write> {
     out: W,
     labels: HashMap<*const Relation, Labels>,
+    line: Vec<u8>,
 }
 
 impl<W: Write> TestDecoding<W> {
@@ -63,6 +89,7 @@ impl<W: Write> TestDecoding<W> {
         TestDecoding {
             out,
             labels: HashMap::default(),
+            line: Vec::with_capacity(1024),
         }
     }
 
@@ -70,72 +97,123 @@ impl<W: Write> TestDecoding<W> {
         self.out
     }
 
-    fn labels(
-        labels: &mut HashMap<*const Relation, Labels>,
+    fn labels<'l>(
+        labels: &'l mut HashMap<*const Relation, Labels>,
         relation: &Arc<Relation>,
-    ) -> *const Relation {
-        let key = Arc::as_ptr(relation);
-        labels.entry(key).or_insert_with(|| Labels {
-            _relation: relation.clone(),
-            qualified: qualified(relation),
-            columns: relation
-                .columns
-                .iter()
-                .map(|c| format!(" {}[{}]:", quote_identifier(&c.name), c.type_name))
-                .collect(),
-        });
-        key
+    ) -> &'l Labels {
+        labels
+            .entry(Arc::as_ptr(relation))
+            .or_insert_with(|| Labels {
+                _relation: relation.clone(),
+                head: format!("table {}: ", qualified(relation)).into_bytes(),
+                columns: relation
+                    .columns
+                    .iter()
+                    .map(|c| {
+                        let label = format!(" {}[{}]:", quote_identifier(&c.name), c.type_name);
+                        (label.into_bytes(), Style::of(c.type_oid))
+                    })
+                    .collect(),
+            })
     }
 
-    fn head(&mut self, relation: &Arc<Relation>, action: &str) -> std::io::Result<()> {
-        let key = Self::labels(&mut self.labels, relation);
-        self.out.write_all(b"table ")?;
-        self.out.write_all(self.labels[&key].qualified.as_bytes())?;
-        self.out.write_all(b": ")?;
-        self.out.write_all(action.as_bytes())?;
-        self.out.write_all(b":")
-    }
-
-    fn tuple(
+    /// Writes a row change's line: `new` for inserts and updates, `old` for
+    /// deletes and the old key of updates.
+    fn row_change<'d, I>(
         &mut self,
         relation: &Arc<Relation>,
-        values: &[Datum],
-        skip_nulls: bool,
-    ) -> std::io::Result<()> {
-        let key = Self::labels(&mut self.labels, relation);
-        let labels = &self.labels[&key];
-        for ((column, label), value) in relation.columns.iter().zip(&labels.columns).zip(values) {
-            if skip_nulls && *value == Datum::Null {
-                continue;
+        action: Action,
+        old: Option<I>,
+        new: Option<I>,
+    ) -> std::io::Result<()>
+    where
+        I: IntoIterator<Item = DatumRef<'d>>,
+    {
+        let labels = Self::labels(&mut self.labels, relation);
+        let line = &mut self.line;
+        line.clear();
+        line.extend_from_slice(&labels.head);
+        match action {
+            Action::Insert => {
+                line.extend_from_slice(b"INSERT:");
+                if let Some(new) = new {
+                    tuple(line, labels, new, false);
+                }
             }
-            self.out.write_all(label.as_bytes())?;
-            match value {
-                Datum::Null => self.out.write_all(b"null")?,
-                Datum::Unchanged => self.out.write_all(b"unchanged-toast-datum")?,
-                Datum::Text(text) => match column.type_oid {
-                    // int2, int4, int8, oid, float4, float8, numeric
-                    21 | 23 | 20 | 26 | 700 | 701 | 1700 => self.out.write_all(text.as_bytes())?,
-                    // bit, varbit
-                    1560 | 1562 => write!(self.out, "B'{text}'")?,
-                    // bool
-                    16 => self
-                        .out
-                        .write_all(if text == "t" { b"true" } else { b"false" })?,
-                    _ => {
-                        self.out.write_all(b"'")?;
-                        let mut rest = text.as_str();
-                        while let Some(i) = rest.find('\'') {
-                            self.out.write_all(&rest.as_bytes()[..=i])?;
-                            self.out.write_all(b"'")?;
-                            rest = &rest[i + 1..];
-                        }
-                        self.out.write_all(rest.as_bytes())?;
-                        self.out.write_all(b"'")?;
-                    }
-                },
+            Action::Update => {
+                line.extend_from_slice(b"UPDATE:");
+                if let Some(old) = old {
+                    line.extend_from_slice(b" old-key:");
+                    tuple(line, labels, old, true);
+                    line.extend_from_slice(b" new-tuple:");
+                }
+                if let Some(new) = new {
+                    tuple(line, labels, new, false);
+                }
+            }
+            Action::Delete => {
+                line.extend_from_slice(b"DELETE:");
+                match old {
+                    Some(old) => tuple(line, labels, old, true),
+                    None => line.extend_from_slice(b" (no-tuple-data)"),
+                }
             }
         }
-        Ok(())
+        line.push(b'\n');
+        self.out.write_all(line)
+    }
+}
+
+/// The row changes, as `test_decoding` names them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Action {
+    Insert,
+    Update,
+    Delete,
+}
+
+/// Appends a tuple's columns and values to `line` (leaving out NULLs with
+/// `skip_nulls`, as for old keys).
+fn tuple<'d>(
+    line: &mut Vec<u8>,
+    labels: &Labels,
+    values: impl IntoIterator<Item = DatumRef<'d>>,
+    skip_nulls: bool,
+) {
+    for ((label, style), value) in labels.columns.iter().zip(values) {
+        if skip_nulls && value == DatumRef::Null {
+            continue;
+        }
+        line.extend_from_slice(label);
+        match value {
+            DatumRef::Null => line.extend_from_slice(b"null"),
+            DatumRef::Unchanged => line.extend_from_slice(b"unchanged-toast-datum"),
+            DatumRef::Text(text) => match style {
+                Style::Bare => line.extend_from_slice(text),
+                Style::Bits => {
+                    line.extend_from_slice(b"B'");
+                    line.extend_from_slice(text);
+                    line.push(b'\'');
+                }
+                Style::Bool => {
+                    line.extend_from_slice(if text == b"t" { b"true" } else { b"false" })
+                }
+                Style::Quoted => {
+                    line.push(b'\'');
+                    if text.contains(&b'\'') {
+                        for part in text.split_inclusive(|&b| b == b'\'') {
+                            line.extend_from_slice(part);
+                            if part.ends_with(b"'") {
+                                line.push(b'\'');
+                            }
+                        }
+                    } else {
+                        line.extend_from_slice(text);
+                    }
+                    line.push(b'\'');
+                }
+            },
+        }
     }
 }
 
@@ -145,28 +223,42 @@ impl<W: Write> Sink for TestDecoding<W> {
         Ok(())
     }
 
+    fn change_ref(&mut self, txn: &TxnInfo, change: ChangeRef<'_>) -> Result<(), SinkError> {
+        match change {
+            ChangeRef::Insert { relation, new } => {
+                self.row_change(relation, Action::Insert, None, Some(new))?;
+            }
+            ChangeRef::Update { relation, old, new } => {
+                self.row_change(relation, Action::Update, old, Some(new))?;
+            }
+            ChangeRef::Delete { relation, old } => {
+                let old = (!old.is_empty()).then_some(old);
+                self.row_change(relation, Action::Delete, old, None)?;
+            }
+            ChangeRef::Other(change) => self.change(txn, change)?,
+        }
+        Ok(())
+    }
+
     fn change(&mut self, _txn: &TxnInfo, change: RowChange) -> Result<(), SinkError> {
+        fn values(datums: &[Datum]) -> impl Iterator<Item = DatumRef<'_>> {
+            datums.iter().map(DatumRef::from)
+        }
         match &change {
             RowChange::Insert { relation, new } => {
-                self.head(relation, "INSERT")?;
-                self.tuple(relation, new, false)?;
+                self.row_change(relation, Action::Insert, None, Some(values(new)))?;
             }
             RowChange::Update { relation, old, new } => {
-                self.head(relation, "UPDATE")?;
-                if let Some(old) = old {
-                    self.out.write_all(b" old-key:")?;
-                    self.tuple(relation, old, true)?;
-                    self.out.write_all(b" new-tuple:")?;
-                }
-                self.tuple(relation, new, false)?;
+                self.row_change(
+                    relation,
+                    Action::Update,
+                    old.as_deref().map(values),
+                    Some(values(new)),
+                )?;
             }
             RowChange::Delete { relation, old } => {
-                self.head(relation, "DELETE")?;
-                if old.is_empty() {
-                    self.out.write_all(b" (no-tuple-data)")?;
-                } else {
-                    self.tuple(relation, old, true)?;
-                }
+                let old = (!old.is_empty()).then(|| values(old));
+                self.row_change(relation, Action::Delete, old, None)?;
             }
             RowChange::Truncate {
                 relations,
@@ -184,6 +276,7 @@ impl<W: Write> Sink for TestDecoding<W> {
                 if !restart_seqs && !cascade {
                     self.out.write_all(b" (no-flags)")?;
                 }
+                self.out.write_all(b"\n")?;
             }
             RowChange::Message { prefix, content } => {
                 write!(
@@ -192,9 +285,9 @@ impl<W: Write> Sink for TestDecoding<W> {
                     content.len()
                 )?;
                 self.out.write_all(content)?;
+                self.out.write_all(b"\n")?;
             }
         }
-        self.out.write_all(b"\n")?;
         Ok(())
     }
 

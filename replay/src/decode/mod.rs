@@ -38,7 +38,7 @@ pub use journal::{
 };
 pub use row::{is_supported, UnsupportedColumn};
 pub use segments::{decode_segments, FeedOutcome};
-
+pub use spill::{ChangeRef, DatumIter, DatumRef, Datums};
 pub use typeinfo::{TypeAttr, TypeRow, TypeRows};
 
 use std::collections::BTreeSet;
@@ -53,6 +53,7 @@ use held::{Held, HeldRows};
 use journal::JournalTracker;
 use reorder::{xid_precedes, ReorderBuffer};
 use row::decode_row;
+use spill::{ChangeWriter, RowKind};
 
 /// `wal_level` = logical in a parameter-change record.
 const WAL_LEVEL_LOGICAL: i32 = 2;
@@ -76,6 +77,13 @@ pub trait Sink {
     fn begin(&mut self, txn: &TxnInfo) -> Result<(), SinkError>;
     /// One of its changes, in order.
     fn change(&mut self, txn: &TxnInfo, change: RowChange) -> Result<(), SinkError>;
+    /// One of its changes, in order, borrowed from the decoder's buffer: what
+    /// the decoder calls. The default hands [`change`](Sink::change) an owned
+    /// copy; a sink that only reads the values can take them from here
+    /// without that copy.
+    fn change_ref(&mut self, txn: &TxnInfo, change: ChangeRef<'_>) -> Result<(), SinkError> {
+        self.change(txn, change.into_owned())
+    }
     /// It ends.
     fn commit(&mut self, txn: &TxnInfo) -> Result<(), SinkError>;
     /// A non-transactional logical message, delivered where it was written.
@@ -194,6 +202,10 @@ pub struct Decoder {
     /// The server's `wal_level` since the last parameter-change record
     /// (0 minimal, 1 replica, 2 logical); `None` before one.
     wal_level: Option<i32>,
+    /// The change being encoded (reused for every one).
+    body: Vec<u8>,
+    /// The text of the value being decoded (reused for every one).
+    text: String,
 }
 
 impl Decoder {
@@ -216,6 +228,8 @@ impl Decoder {
             new_files: Default::default(),
             undescribed: Default::default(),
             wal_level: None,
+            body: Vec::new(),
+            text: String::new(),
         }
     }
 
@@ -413,17 +427,13 @@ impl Decoder {
                     return Ok(());
                 };
                 self.check_wal_level(&rel, lsn);
-                let new = self.row(&rel, top, tuple, lsn)?;
-                let change = RowChange::Insert {
-                    relation: rel.relation.clone(),
-                    new,
-                };
+                self.encode_change(&rel, top, lsn, RowKind::Insert, Some(tuple), None)?;
                 let txn = self.reorder.txn(top);
                 txn.toast.clear();
                 if ins.is_speculative() {
-                    txn.speculative = Some((record.xid, lsn.0, change));
+                    txn.speculative = Some((record.xid, lsn.0, self.body.clone()));
                 } else {
-                    self.add(top, record.xid, lsn, change)?;
+                    self.add_encoded(top, record.xid, lsn)?;
                 }
             }
             WalEvent::MultiInsert(multi) => {
@@ -445,12 +455,8 @@ impl Decoder {
                         self.not_logical(top, &multi.rel, lsn, "an insert");
                     }
                     for tuple in &multi.tuples {
-                        let new = self.row(&rel, top, tuple, lsn)?;
-                        let change = RowChange::Insert {
-                            relation: rel.relation.clone(),
-                            new,
-                        };
-                        self.add(top, record.xid, lsn, change)?;
+                        self.encode_change(&rel, top, lsn, RowKind::Insert, Some(tuple), None)?;
+                        self.add_encoded(top, record.xid, lsn)?;
                     }
                 }
                 if multi.is_last_in_multi() {
@@ -470,18 +476,9 @@ impl Decoder {
                     self.not_logical(top, &up.rel, lsn, "an update");
                     return Ok(());
                 };
-                let new = self.row(&rel, top, new, lsn)?;
-                let old = match &up.old {
-                    Some(old) => Some(self.row(&rel, top, old, lsn)?),
-                    None => None,
-                };
+                self.encode_change(&rel, top, lsn, RowKind::Update, Some(new), up.old.as_ref())?;
                 self.reorder.txn(top).toast.clear();
-                let change = RowChange::Update {
-                    relation: rel.relation.clone(),
-                    old,
-                    new,
-                };
-                self.add(top, record.xid, lsn, change)?;
+                self.add_encoded(top, record.xid, lsn)?;
             }
             WalEvent::Delete(del) => {
                 self.snapshot(top);
@@ -502,21 +499,14 @@ impl Decoder {
                     return Ok(());
                 };
                 self.check_wal_level(&rel, lsn);
-                let old = match &del.old {
-                    Some(old) => self.row(&rel, top, old, lsn)?,
-                    // A table with a row identity always logs the old key at
-                    // wal_level=logical; one without has none to log.
-                    None if rel.spec.full_identity || !rel.spec.key.is_empty() => {
-                        self.not_logical(top, &del.rel, lsn, "a delete");
-                        return Ok(());
-                    }
-                    None => Vec::new(),
-                };
-                let change = RowChange::Delete {
-                    relation: rel.relation.clone(),
-                    old,
-                };
-                self.add(top, record.xid, lsn, change)?;
+                // A table with a row identity always logs the old key at
+                // wal_level=logical; one without has none to log.
+                if del.old.is_none() && (rel.spec.full_identity || !rel.spec.key.is_empty()) {
+                    self.not_logical(top, &del.rel, lsn, "a delete");
+                    return Ok(());
+                }
+                self.encode_change(&rel, top, lsn, RowKind::Delete, None, del.old.as_ref())?;
+                self.add_encoded(top, record.xid, lsn)?;
             }
             WalEvent::Truncate(t) => {
                 self.snapshot(top);
@@ -558,7 +548,8 @@ impl Decoder {
                 self.snapshot(top);
                 let txn = self.reorder.txn(top);
                 if let Some((subxid, at, change)) = txn.speculative.take() {
-                    self.add(top, subxid, Lsn(at), change)?;
+                    self.stats.changes += 1;
+                    self.reorder.add_encoded(top, subxid, Lsn(at), &change)?;
                 }
             }
             WalEvent::LogicalMessage(m) => {
@@ -746,19 +737,30 @@ impl Decoder {
             if !self.wanted(&rel) {
                 continue;
             }
-            let mut toast = crate::tuple::ToastChunks::default();
-            for held in rows {
-                if !held.toast.is_empty() {
-                    toast = held.toast;
-                }
-                for tuple in &held.tuples {
-                    let new = self.row_with(&rel, tuple, &toast, held.lsn)?;
-                    let change = RowChange::Insert {
-                        relation: rel.relation.clone(),
-                        new,
-                    };
-                    self.add(top, held.xid, held.lsn, change)?;
-                }
+            // The held rows' TOAST chunks stand in for the transaction's
+            // own while they are encoded.
+            let own = std::mem::take(&mut self.reorder.txn(top).toast);
+            let encoded = self.add_held(&rel, top, rows);
+            self.reorder.txn(top).toast = own;
+            encoded?;
+        }
+        Ok(())
+    }
+
+    /// Buffers `rows` of `rel` as the inserts they were.
+    fn add_held(
+        &mut self,
+        rel: &RelationSchema,
+        top: u32,
+        rows: Vec<HeldRows>,
+    ) -> Result<(), ReplayError> {
+        for held in rows {
+            if !held.toast.is_empty() {
+                self.reorder.txn(top).toast = held.toast;
+            }
+            for tuple in &held.tuples {
+                self.encode_change(rel, top, held.lsn, RowKind::Insert, Some(tuple), None)?;
+                self.add_encoded(top, held.xid, held.lsn)?;
             }
         }
         Ok(())
@@ -791,6 +793,49 @@ impl Decoder {
     ) -> Result<(), ReplayError> {
         self.stats.changes += 1;
         self.reorder.add(top, subxid, lsn, change)
+    }
+
+    /// Buffers the change [`encode_change`](Decoder::encode_change) encoded last.
+    fn add_encoded(&mut self, top: u32, subxid: u32, lsn: Lsn) -> Result<(), ReplayError> {
+        self.stats.changes += 1;
+        self.reorder.add_encoded(top, subxid, lsn, &self.body)
+    }
+
+    /// Encodes a row change of `rel` into `self.body`: an insert of `new`,
+    /// an update to `new` (from `old`, when logged), a delete of `old`
+    /// (none for a table without a row identity).
+    fn encode_change(
+        &mut self,
+        rel: &RelationSchema,
+        top: u32,
+        lsn: Lsn,
+        kind: RowKind,
+        new: Option<&TupleFragment>,
+        old: Option<&TupleFragment>,
+    ) -> Result<(), ReplayError> {
+        let mut body = std::mem::take(&mut self.body);
+        let id = self.reorder.relation_id(&rel.relation);
+        let mut out = ChangeWriter::begin(&mut body, kind, id);
+        let mut encode = || {
+            if let Some(new) = new {
+                self.row(rel, top, new, lsn, &mut out)?;
+            }
+            if kind == RowKind::Update {
+                out.old_row(old.is_some());
+            }
+            match old {
+                Some(old) if kind != RowKind::Insert => self.row(rel, top, old, lsn, &mut out),
+                None if kind == RowKind::Delete => {
+                    out.begin_row();
+                    out.end_row();
+                    Ok(())
+                }
+                _ => Ok(()),
+            }
+        };
+        let encoded = encode();
+        self.body = body;
+        encoded
     }
 
     /// Whether changes to `file` by top-level `top` are decoded: `top`
@@ -872,7 +917,8 @@ impl Decoder {
         top: u32,
         tuple: &TupleFragment,
         lsn: Lsn,
-    ) -> Result<Vec<Datum>, ReplayError> {
+        out: &mut ChangeWriter<'_>,
+    ) -> Result<(), ReplayError> {
         let strict = self.options.strict_types;
         let as_null = self.options.unsupported_as_null;
         let unsupported = &mut self.unsupported;
@@ -889,32 +935,6 @@ impl Decoder {
             Ok(value)
         };
         let toast = &self.reorder.txn(top).toast;
-        decode_row(rel, tuple, toast, lsn, &mut report)
-    }
-
-    /// Decodes `tuple` of `rel` with the given TOAST chunks.
-    fn row_with(
-        &mut self,
-        rel: &RelationSchema,
-        tuple: &TupleFragment,
-        toast: &crate::tuple::ToastChunks,
-        lsn: Lsn,
-    ) -> Result<Vec<Datum>, ReplayError> {
-        let strict = self.options.strict_types;
-        let as_null = self.options.unsupported_as_null;
-        let unsupported = &mut self.unsupported;
-        let mut report = |column: UnsupportedColumn| {
-            if strict {
-                return Err(ReplayError::Unsupported(column.clone()));
-            }
-            let value = if as_null {
-                Datum::Null
-            } else {
-                Datum::Text(format!("<unsupported type {}>", column.type_name))
-            };
-            unsupported.insert(column);
-            Ok(value)
-        };
-        decode_row(rel, tuple, toast, lsn, &mut report)
+        decode_row(rel, tuple, toast, lsn, &mut report, out, &mut self.text)
     }
 }

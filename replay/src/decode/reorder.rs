@@ -21,7 +21,7 @@ use crate::tuple::ToastChunks;
 use crate::wal::RunningXacts;
 
 use super::error::ReplayError;
-use super::spill::{push_frame, FrameCursor, Framed, Frames, Registry, SpillFile};
+use super::spill::{encode, FrameCursor, Frames, Registry, SpillFile};
 use super::{Sink, TxnInfo};
 
 pub(crate) use walfill_core::xid::precedes as xid_precedes;
@@ -39,8 +39,8 @@ pub(crate) struct Txn {
     /// TOAST chunks written by the transaction, for its next row.
     pub(crate) toast: ToastChunks,
     /// A speculative insert waiting for its confirmation: the subxid, the
-    /// LSN of its record and the change.
-    pub(crate) speculative: Option<(u32, u64, RowChange)>,
+    /// LSN of its record and the change, encoded.
+    pub(crate) speculative: Option<(u32, u64, Vec<u8>)>,
     /// Subtransactions buffered before they were known to be this one's.
     orphans: Vec<Txn>,
 }
@@ -60,7 +60,7 @@ pub(crate) struct ReorderBuffer {
     limit: usize,
     spill_dir: PathBuf,
     registry: Registry,
-    /// Where a change is encoded before it joins its transaction's frames.
+    /// Where a whole change is encoded before it joins its transaction's frames.
     scratch: Vec<u8>,
     /// Top-level xids preceding this began before decoding could see them
     /// whole; `None` until the first running-xacts record.
@@ -129,6 +129,14 @@ impl ReorderBuffer {
         Ok(())
     }
 
+    /// The number a relation is encoded with (see [`ChangeWriter`](super::spill::ChangeWriter)).
+    pub(crate) fn relation_id(
+        &mut self,
+        relation: &std::sync::Arc<crate::change::Relation>,
+    ) -> u32 {
+        self.registry.id(relation)
+    }
+
     /// Buffers `change`, made by `subxid` of `top` in the record at `lsn`.
     pub(crate) fn add(
         &mut self,
@@ -137,17 +145,26 @@ impl ReorderBuffer {
         lsn: Lsn,
         change: RowChange,
     ) -> Result<(), ReplayError> {
-        self.scratch.clear();
-        push_frame(
-            &mut self.scratch,
-            &mut self.registry,
-            subxid,
-            lsn.0,
-            &change,
-        );
+        let mut scratch = std::mem::take(&mut self.scratch);
+        scratch.clear();
+        encode(&mut scratch, &mut self.registry, &change);
+        let added = self.add_encoded(top, subxid, lsn, &scratch);
+        self.scratch = scratch;
+        added
+    }
+
+    /// Buffers a change encoded by a [`ChangeWriter`](super::spill::ChangeWriter)
+    /// (or [`encode`]), made by `subxid` of `top` in the record at `lsn`.
+    pub(crate) fn add_encoded(
+        &mut self,
+        top: u32,
+        subxid: u32,
+        lsn: Lsn,
+        change: &[u8],
+    ) -> Result<(), ReplayError> {
         let txn = self.txns.entry(top).or_default();
         txn.has_snapshot = true;
-        self.memory += txn.frames.push(&self.scratch);
+        self.memory += txn.frames.push_change(subxid, lsn.0, change);
         if self.memory > self.limit {
             self.spill_largest()?;
         }
@@ -262,30 +279,30 @@ impl ReorderBuffer {
         // merged by LSN: each is in LSN order already.
         let mut cursors = Vec::with_capacity(1 + orphans.len());
         for t in std::iter::once(&mut txn).chain(orphans.iter_mut()) {
-            cursors.push(FrameCursor::new(
-                t.spill.as_mut(),
-                &t.frames,
-                &self.registry,
-            )?);
-        }
-        let mut heads: Vec<Option<Framed>> = Vec::with_capacity(cursors.len());
-        for cursor in &mut cursors {
-            heads.push(cursor.next()?);
+            let mut cursor = FrameCursor::new(t.spill.as_mut(), &t.frames)?;
+            cursor.advance()?;
+            cursors.push(cursor);
         }
         loop {
-            let next = heads
-                .iter()
-                .enumerate()
-                .filter_map(|(i, h)| h.as_ref().map(|(lsn, _, _)| (*lsn, i)))
-                .min();
-            let Some((_, i)) = next else {
+            let i = match cursors.as_slice() {
+                [only] => only.lsn().map(|_| 0),
+                _ => cursors
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, c)| c.lsn().map(|lsn| (lsn, i)))
+                    .min()
+                    .map(|(_, i)| i),
+            };
+            let Some(i) = i else {
                 break;
             };
-            let (_, subxid, change) = heads[i].take().expect("chosen above");
-            heads[i] = cursors[i].next()?;
-            if !aborted.contains(&subxid) {
-                sink.change(info, change).map_err(ReplayError::Sink)?;
+            let cursor = &mut cursors[i];
+            if let Some((subxid, change)) = cursor.current(&self.registry)? {
+                if aborted.is_empty() || !aborted.contains(&subxid) {
+                    sink.change_ref(info, change).map_err(ReplayError::Sink)?;
+                }
             }
+            cursor.advance()?;
         }
         sink.commit(info).map_err(ReplayError::Sink)?;
         Ok(true)

@@ -8,6 +8,7 @@ use crate::wal::TupleFragment;
 
 use super::catalog::RelationSchema;
 use super::error::ReplayError;
+use super::spill::ChangeWriter;
 
 /// A column whose type the decoder cannot print.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -20,20 +21,23 @@ pub struct UnsupportedColumn {
     pub type_name: String,
 }
 
-/// Decodes `tuple` into one datum per non-dropped column of `rel`.
+/// Decodes `tuple` into one value per non-dropped column of `rel`, written
+/// as a row to `out`; `text` is scratch space for the values' text.
 ///
 /// External TOAST pointers are resolved from `toast` (the chunks the same
 /// transaction wrote); a pointer with no chunks there is a value this change
 /// did not write, reported as [`Datum::Unchanged`]. A value of a type the
 /// decoder cannot print is reported to `unsupported`, which decides whether
-/// to go on (and with what text) or stop.
+/// to go on (and with what value) or stop.
 pub(crate) fn decode_row(
     rel: &RelationSchema,
     tuple: &TupleFragment,
     toast: &ToastChunks,
     lsn: Lsn,
     unsupported: &mut dyn FnMut(UnsupportedColumn) -> Result<Datum, ReplayError>,
-) -> Result<Vec<Datum>, ReplayError> {
+    out: &mut ChangeWriter<'_>,
+    text: &mut String,
+) -> Result<(), ReplayError> {
     let tuple_error = |source| ReplayError::Tuple {
         relation: rel.qualified_name(),
         lsn,
@@ -47,7 +51,7 @@ pub(crate) fn decode_row(
         &rel.spec.attrs,
     )
     .map_err(|e| tuple_error(e.with_relfilenode(rel.spec.file.rel)))?;
-    let mut out = Vec::with_capacity(rel.relation.columns.len());
+    out.begin_row();
     let spec = &rel.spec;
     let columns = spec
         .attrs
@@ -62,15 +66,18 @@ pub(crate) fn decode_row(
         }
         let bytes = match raw {
             RawDatum::Null => {
-                out.push(Datum::Null);
+                out.null();
                 continue;
             }
             RawDatum::Missing => {
-                out.push(attr.missing.clone().map_or(Datum::Null, Datum::Text));
+                match &attr.missing {
+                    Some(missing) => out.text(missing),
+                    None => out.null(),
+                }
                 continue;
             }
             RawDatum::CString(bytes) => {
-                out.push(Datum::Text(String::from_utf8_lossy(bytes).into_owned()));
+                out.text(&String::from_utf8_lossy(bytes));
                 continue;
             }
             RawDatum::Fixed(bytes) => std::borrow::Cow::Borrowed(bytes),
@@ -85,7 +92,7 @@ pub(crate) fn decode_row(
             ),
             RawDatum::Varlena(Varlena::External(pointer)) => match toast.resolve(&pointer) {
                 None => {
-                    out.push(Datum::Unchanged);
+                    out.unchanged();
                     continue;
                 }
                 Some(resolved) => std::borrow::Cow::Owned(
@@ -94,17 +101,17 @@ pub(crate) fn decode_row(
             },
         };
         let Some(ty) = ty else {
-            out.push(unsupported(UnsupportedColumn {
+            out.datum(&unsupported(UnsupportedColumn {
                 relation: rel.qualified_name(),
                 column: attr.name.clone(),
                 type_name: type_name.to_string(),
             })?);
             continue;
         };
-        let mut text = String::with_capacity(bytes.len() + 8);
-        match output_into(ty, &bytes, &mut text) {
-            Ok(()) => out.push(Datum::Text(text)),
-            Err(TypeError::Unsupported { .. }) => out.push(unsupported(UnsupportedColumn {
+        text.clear();
+        match output_into(ty, &bytes, text) {
+            Ok(()) => out.text(text),
+            Err(TypeError::Unsupported { .. }) => out.datum(&unsupported(UnsupportedColumn {
                 relation: rel.qualified_name(),
                 column: attr.name.clone(),
                 type_name: type_name.to_string(),
@@ -120,7 +127,8 @@ pub(crate) fn decode_row(
             }
         }
     }
-    Ok(out)
+    out.end_row();
+    Ok(())
 }
 
 /// Whether a type is one the decoder prints (for planning: a column of any
