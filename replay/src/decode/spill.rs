@@ -127,8 +127,13 @@ fn put_frame(buf: &mut Vec<u8>, subxid: u32, lsn: u64, body: &[u8]) {
 /// Size of the blocks a transaction's frames are kept in: growing one big
 /// vector would copy it, and briefly need twice its memory, at each doubling.
 const BLOCK: usize = 1 << 20;
+/// Size of a transaction's first block; each next one is twice the last, up
+/// to [`BLOCK`]. Most transactions are small: a whole block for each would
+/// cost a fresh megabyte of memory (zeroed by the kernel as it is touched)
+/// per transaction, and count as much against the memory bound.
+const FIRST_BLOCK: usize = 4 << 10;
 
-/// A transaction's buffered frames, in blocks of about [`BLOCK`] bytes.
+/// A transaction's buffered frames, in blocks of up to about [`BLOCK`] bytes.
 #[derive(Debug, Default)]
 pub(crate) struct Frames {
     blocks: Vec<Vec<u8>>,
@@ -159,7 +164,11 @@ impl Frames {
             .last()
             .is_some_and(|b| b.capacity() - b.len() >= len);
         if !fits {
-            let block = Vec::with_capacity(BLOCK.max(len));
+            let size = self
+                .blocks
+                .last()
+                .map_or(FIRST_BLOCK, |b| b.capacity().saturating_mul(2).min(BLOCK));
+            let block = Vec::with_capacity(size.max(len));
             self.capacity += block.capacity();
             self.blocks.push(block);
         }
