@@ -137,9 +137,11 @@ fn scan(
     from: Lsn,
     segment_size: u32,
 ) -> Result<Scanned> {
-    // Up to the segment holding `from`: the first record at or after it is
-    // almost always there (when it is not, `from` itself is used).
-    let segments = archive.read_blocking(runtime, scan_from, Some(from), ReadOptions::default());
+    // On through the segments after the one holding `from` (the first
+    // record at or after it may begin in the next one); reading stops at
+    // that record, and the read-ahead is dropped with the receiver. When
+    // the archive ends first, `from` itself is used.
+    let segments = archive.read_blocking(runtime, scan_from, None, ReadOptions::default());
     let mut wal = WalDecoder::new(scan_from, segment_size);
     let mut found = Scanned::default();
     for segment in segments {
