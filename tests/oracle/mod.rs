@@ -9,6 +9,7 @@ mod history;
 mod schemas;
 mod start;
 mod types;
+mod versions;
 mod workloads;
 
 use std::path::PathBuf;
@@ -33,6 +34,8 @@ pub struct Oracle {
     pub restart: String,
     /// The slot's consistent point: transactions committing from here on.
     pub from: String,
+    /// The archive the database's cluster fills.
+    pub archive: String,
 }
 
 /// What the slot printed and the range it covers.
@@ -54,6 +57,12 @@ impl Oracle {
 
     /// The oracle of a database prepared by the caller: its slot starts now.
     pub fn on(db: TestDb) -> Oracle {
+        Oracle::on_archived(db, archive_url())
+    }
+
+    /// Like [`on`](Oracle::on), for a database of the cluster that archives
+    /// into `archive`.
+    pub fn on_archived(db: TestDb, archive: String) -> Oracle {
         let slot = format!("{}_oracle", db.name);
         db.exec(&format!(
             "SELECT pg_create_logical_replication_slot('{slot}', 'test_decoding')"
@@ -73,6 +82,7 @@ impl Oracle {
             slot,
             restart,
             from,
+            archive,
         }
     }
 
@@ -135,7 +145,7 @@ impl Oracle {
     /// Decodes the range and insists on output identical to the slot's.
     pub fn assert_same(&self, extra: &[&str]) -> Output {
         let expected = self.expected();
-        let out = self.decode(&archive_url(), &expected.to, extra);
+        let out = self.decode(&self.archive, &expected.to, extra);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(out.status.success(), "walfill decode failed: {stderr}");
         let actual = String::from_utf8_lossy(&out.stdout);

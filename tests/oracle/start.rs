@@ -91,6 +91,7 @@ fn from_a_slots_lsn_alone_decodes_like_the_slot() {
         slot,
         restart,
         from,
+        archive: archive_url(),
     };
     let expected = o.expected();
     assert!(

@@ -52,7 +52,7 @@ use crate::wal::{interpret, PgMajor, Record, RelFileLocator, RmgrId, TupleFragme
 use held::{Held, HeldRows};
 use journal::JournalTracker;
 use reorder::{xid_precedes, ReorderBuffer};
-use row::decode_row;
+use row::{decode_row, ValueText};
 use spill::{ChangeWriter, RowKind};
 
 /// `wal_level` = logical in a parameter-change record.
@@ -204,8 +204,9 @@ pub struct Decoder {
     wal_level: Option<i32>,
     /// The change being encoded (reused for every one).
     body: Vec<u8>,
-    /// The text of the value being decoded (reused for every one).
-    text: String,
+    /// The text of the value being decoded (reused for every one), in the
+    /// dialect of the server that wrote the record.
+    text: ValueText,
 }
 
 impl Decoder {
@@ -229,7 +230,7 @@ impl Decoder {
             undescribed: Default::default(),
             wal_level: None,
             body: Vec::new(),
-            text: String::new(),
+            text: ValueText::default(),
         }
     }
 
@@ -297,6 +298,7 @@ impl Decoder {
         sink: &mut dyn Sink,
     ) -> Result<(), ReplayError> {
         self.stats.records += 1;
+        self.text.dialect = crate::types::Dialect::of(major);
         let lsn = record.lsn;
         if let Some(top) = record.toplevel_xid {
             self.reorder.link(record.xid, top, lsn)?;

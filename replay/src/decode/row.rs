@@ -3,7 +3,7 @@
 use crate::change::Datum;
 use crate::lsn::Lsn;
 use crate::tuple::{decompress, deform, RawDatum, ToastChunks, Varlena};
-use crate::types::{output_into, TypeError, TypeInfo};
+use crate::types::{output_into, Dialect, TypeError, TypeInfo};
 use crate::wal::TupleFragment;
 
 use super::catalog::RelationSchema;
@@ -21,6 +21,14 @@ pub struct UnsupportedColumn {
     pub type_name: String,
 }
 
+/// Scratch space for the text of values, and the dialect of the server
+/// that wrote them.
+#[derive(Debug, Default)]
+pub(crate) struct ValueText {
+    pub(crate) buf: String,
+    pub(crate) dialect: Dialect,
+}
+
 /// Decodes `tuple` into one value per non-dropped column of `rel`, written
 /// as a row to `out`; `text` is scratch space for the values' text.
 ///
@@ -36,7 +44,7 @@ pub(crate) fn decode_row(
     lsn: Lsn,
     unsupported: &mut dyn FnMut(UnsupportedColumn) -> Result<Datum, ReplayError>,
     out: &mut ChangeWriter<'_>,
-    text: &mut String,
+    text: &mut ValueText,
 ) -> Result<(), ReplayError> {
     let tuple_error = |source| ReplayError::Tuple {
         relation: rel.qualified_name(),
@@ -108,9 +116,9 @@ pub(crate) fn decode_row(
             })?);
             continue;
         };
-        text.clear();
-        match output_into(ty, &bytes, text) {
-            Ok(()) => out.text(text),
+        text.buf.clear();
+        match output_into(ty, &bytes, text.dialect, &mut text.buf) {
+            Ok(()) => out.text(&text.buf),
             Err(TypeError::Unsupported { .. }) => out.datum(&unsupported(UnsupportedColumn {
                 relation: rel.qualified_name(),
                 column: attr.name.clone(),

@@ -18,6 +18,7 @@ use super::error::{malformed, TypeError};
 use super::info::TypeInfo;
 use super::push::push_i64;
 use super::read::{align_up, i32_at, nested_varlena, u32_at, HDR};
+use super::Dialect;
 
 /// Largest number of dimensions an array may have (`MAXDIM`).
 const MAXDIM: usize = 6;
@@ -28,6 +29,7 @@ pub(super) fn array_out(
     element: &TypeInfo,
     delimiter: u8,
     datum: &[u8],
+    dialect: Dialect,
     out: &mut String,
 ) -> Result<(), TypeError> {
     super::ensure_supported(element)?;
@@ -115,7 +117,13 @@ pub(super) fn array_out(
                 .is_some_and(|b| b & (1 << (item % 8)) != 0),
         };
         if present {
-            pos = element_out(oid, element, delimiter, datum, pos, &mut scratch, out)?;
+            let elements = Elements {
+                oid,
+                element,
+                delimiter,
+                dialect,
+            };
+            pos = element_out(&elements, datum, pos, &mut scratch, out)?;
         } else {
             out.push_str("NULL");
         }
@@ -148,17 +156,29 @@ pub(super) fn array_out(
     Ok(())
 }
 
+/// What an array's elements are and how they print.
+struct Elements<'a> {
+    oid: u32,
+    element: &'a TypeInfo,
+    delimiter: u8,
+    dialect: Dialect,
+}
+
 /// Prints the element stored at payload offset `pos` (before alignment),
 /// quoted if needed; returns the offset just past it.
 fn element_out(
-    oid: u32,
-    element: &TypeInfo,
-    delimiter: u8,
+    elements: &Elements<'_>,
     datum: &[u8],
     pos: usize,
     scratch: &mut String,
     out: &mut String,
 ) -> Result<usize, TypeError> {
+    let Elements {
+        oid,
+        element,
+        delimiter,
+        dialect,
+    } = *elements;
     let at = align_up(pos + HDR, element.align.bytes()).unwrap_or(usize::MAX) - HDR;
     let (value, next) = match element.len {
         len if len > 0 => {
@@ -173,7 +193,7 @@ fn element_out(
     };
     let value = value.ok_or_else(|| malformed(oid, at, "element runs past the value"))?;
     let start = out.len();
-    super::write(element, value, out)?;
+    super::write(element, value, dialect, out)?;
     let text = out.get(start..).unwrap_or_default();
     if needs_quotes(text, delimiter) {
         scratch.clear();

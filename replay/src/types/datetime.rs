@@ -96,12 +96,29 @@ pub(super) fn timestamp_out(
 }
 
 /// `interval_out` with `IntervalStyle = 'postgres'`, e.g.
-/// `1 year -2 mons +3 days -04:05:06.5`.
-pub(super) fn interval_out(oid: u32, datum: &[u8], out: &mut String) -> Result<(), TypeError> {
+/// `1 year -2 mons +3 days -04:05:06.5`; with `infinities` (PostgreSQL 17
+/// and later) every field at its maximum is `infinity`, at its minimum
+/// `-infinity`.
+pub(super) fn interval_out(
+    oid: u32,
+    datum: &[u8],
+    infinities: bool,
+    out: &mut String,
+) -> Result<(), TypeError> {
     exact::<16>(oid, datum)?;
     let time = i64_at(oid, datum, 0)?;
     let days = i32_at(oid, datum, 8)?;
     let months = i32_at(oid, datum, 12)?;
+    if infinities {
+        if (time, days, months) == (i64::MAX, i32::MAX, i32::MAX) {
+            out.push_str("infinity");
+            return Ok(());
+        }
+        if (time, days, months) == (i64::MIN, i32::MIN, i32::MIN) {
+            out.push_str("-infinity");
+            return Ok(());
+        }
+    }
 
     let hours = time / USECS_PER_HOUR;
     let rest = time - hours * USECS_PER_HOUR;

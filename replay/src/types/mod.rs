@@ -76,19 +76,44 @@ pub use builtin::BaseType;
 pub use error::TypeError;
 pub use info::{Align, Field, TypeInfo, TypeKind};
 
-/// The text PostgreSQL's output function gives for a stored datum of type
-/// `ty` (see the module documentation for what `datum` holds).
+/// What the server's major version changes in the text of the same stored
+/// value: from PostgreSQL 17 an interval whose fields are all at their
+/// maximum (minimum) is `infinity` (`-infinity`), where 15 and 16 print
+/// the longest interval.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Dialect {
+    /// Intervals have infinities (PostgreSQL 17 and later).
+    pub interval_infinities: bool,
+}
+
+impl Dialect {
+    /// The dialect of PostgreSQL `major`.
+    pub fn of(major: crate::wal::PgMajor) -> Dialect {
+        Dialect {
+            interval_infinities: major >= crate::wal::PgMajor::Pg17,
+        }
+    }
+}
+
+/// The text PostgreSQL 15's output function gives for a stored datum of
+/// type `ty` (see the module documentation for what `datum` holds).
 pub fn output(ty: &TypeInfo, datum: &[u8]) -> Result<String, TypeError> {
     let mut out = String::new();
-    write(ty, datum, &mut out)?;
+    write(ty, datum, Dialect::default(), &mut out)?;
     Ok(out)
 }
 
-/// Like [`output`], but appends to `out`, which lets a caller reuse one
-/// buffer for many values. On error `out` is left as it was.
-pub fn output_into(ty: &TypeInfo, datum: &[u8], out: &mut String) -> Result<(), TypeError> {
+/// Like [`output`], for the server whose dialect is `dialect`, appending
+/// to `out`, which lets a caller reuse one buffer for many values. On
+/// error `out` is left as it was.
+pub fn output_into(
+    ty: &TypeInfo,
+    datum: &[u8],
+    dialect: Dialect,
+    out: &mut String,
+) -> Result<(), TypeError> {
     let start = out.len();
-    let result = write(ty, datum, out);
+    let result = write(ty, datum, dialect, out);
     if result.is_err() {
         out.truncate(start);
     }
@@ -96,9 +121,9 @@ pub fn output_into(ty: &TypeInfo, datum: &[u8], out: &mut String) -> Result<(), 
 }
 
 /// Appends the text of `datum`; on error `out` may hold a partial value.
-fn write(ty: &TypeInfo, datum: &[u8], out: &mut String) -> Result<(), TypeError> {
+fn write(ty: &TypeInfo, datum: &[u8], dialect: Dialect, out: &mut String) -> Result<(), TypeError> {
     match &ty.kind {
-        TypeKind::Base(base) => base_out(*base, ty.oid, datum, out),
+        TypeKind::Base(base) => base_out(*base, ty.oid, datum, dialect, out),
         TypeKind::Enum { labels } => {
             let value = u32::from_le_bytes(read::exact(ty.oid, datum)?);
             let label = labels.get(&value).ok_or(TypeError::UnknownEnumValue {
@@ -109,20 +134,20 @@ fn write(ty: &TypeInfo, datum: &[u8], out: &mut String) -> Result<(), TypeError>
             Ok(())
         }
         TypeKind::Array { element, delimiter } => {
-            array::array_out(ty.oid, element, *delimiter, datum, out)
+            array::array_out(ty.oid, element, *delimiter, datum, dialect, out)
         }
-        TypeKind::Domain { base } => write(base, datum, out),
+        TypeKind::Domain { base } => write(base, datum, dialect, out),
         TypeKind::Range { subtype } => {
             ensure_supported(subtype)?;
-            range::range_out(ty.oid, subtype, datum, out)
+            range::range_out(ty.oid, subtype, datum, dialect, out)
         }
         TypeKind::Multirange { range } => {
             ensure_supported(range)?;
-            range::multirange_out(ty.oid, range, datum, out)
+            range::multirange_out(ty.oid, range, datum, dialect, out)
         }
         TypeKind::Composite { fields } => {
             ensure_supported(ty)?;
-            record::record_out(ty.oid, fields, datum, out)
+            record::record_out(ty.oid, fields, datum, dialect, out)
         }
         TypeKind::Unsupported { name } => Err(TypeError::Unsupported {
             oid: ty.oid,
@@ -147,7 +172,13 @@ fn unsupported(ty: &TypeInfo) -> TypeError {
     TypeError::Unsupported { oid: ty.oid, name }
 }
 
-fn base_out(base: BaseType, oid: u32, datum: &[u8], out: &mut String) -> Result<(), TypeError> {
+fn base_out(
+    base: BaseType,
+    oid: u32,
+    datum: &[u8],
+    dialect: Dialect,
+    out: &mut String,
+) -> Result<(), TypeError> {
     match base {
         BaseType::Bool => scalar::bool_out(oid, datum, out),
         BaseType::Char => scalar::char_out(oid, datum, out),
@@ -192,7 +223,7 @@ fn base_out(base: BaseType, oid: u32, datum: &[u8], out: &mut String) -> Result<
         BaseType::Timetz => datetime::timetz_out(oid, datum, out),
         BaseType::Timestamp => datetime::timestamp_out(oid, datum, false, out),
         BaseType::Timestamptz => datetime::timestamp_out(oid, datum, true, out),
-        BaseType::Interval => datetime::interval_out(oid, datum, out),
+        BaseType::Interval => datetime::interval_out(oid, datum, dialect.interval_infinities, out),
         BaseType::Inet => network::inet_out(oid, datum, false, out),
         BaseType::Cidr => network::inet_out(oid, datum, true, out),
         BaseType::Jsonb => jsonb::jsonb_out(oid, datum, out),

@@ -20,6 +20,7 @@ use super::error::{malformed, TypeError};
 use super::info::{TypeInfo, TypeKind};
 use super::push::quote_doubling;
 use super::read::{align_up, packed_value, u32_at, HDR};
+use super::Dialect;
 
 const RANGE_EMPTY: u8 = 0x01;
 const RANGE_LB_INC: u8 = 0x02;
@@ -37,6 +38,7 @@ pub(super) fn range_out(
     oid: u32,
     subtype: &TypeInfo,
     datum: &[u8],
+    dialect: Dialect,
     out: &mut String,
 ) -> Result<(), TypeError> {
     if u32_at(oid, datum, 0)? != oid {
@@ -46,7 +48,7 @@ pub(super) fn range_out(
         .split_last()
         .filter(|(_, rest)| rest.len() >= 4)
         .ok_or_else(|| malformed(oid, 0, "value is truncated"))?;
-    range_text(oid, subtype, flags, bounds, 4, out)
+    range_text(oid, subtype, dialect, flags, bounds, 4, out)
 }
 
 /// `multirange_out` of a multirange of type `oid` over the range type
@@ -55,6 +57,7 @@ pub(super) fn multirange_out(
     oid: u32,
     range: &TypeInfo,
     datum: &[u8],
+    dialect: Dialect,
     out: &mut String,
 ) -> Result<(), TypeError> {
     let TypeKind::Range { subtype } = &range.kind else {
@@ -92,7 +95,7 @@ pub(super) fn multirange_out(
             let start = bounds_at
                 .checked_add(offset)
                 .ok_or_else(|| malformed(oid, items, "range offset out of bounds"))?;
-            range_text(oid, subtype, flags, datum, start, out)?;
+            range_text(oid, subtype, dialect, flags, datum, start, out)?;
         }
     }
     out.push('}');
@@ -122,6 +125,7 @@ fn bounds_offset(oid: u32, datum: &[u8], items: usize, i: usize) -> Result<usize
 fn range_text(
     oid: u32,
     subtype: &TypeInfo,
+    dialect: Dialect,
     flags: u8,
     data: &[u8],
     mut pos: usize,
@@ -134,22 +138,27 @@ fn range_text(
     out.push(if flags & RANGE_LB_INC != 0 { '[' } else { '(' });
     if flags & (RANGE_LB_INF | RANGE_LB_NULL) == 0 {
         let (value, next) = packed_value(oid, subtype, data, pos)?;
-        bound(subtype, value, out)?;
+        bound(subtype, value, dialect, out)?;
         pos = next;
     }
     out.push(',');
     if flags & (RANGE_UB_INF | RANGE_UB_NULL) == 0 {
         let (value, _) = packed_value(oid, subtype, data, pos)?;
-        bound(subtype, value, out)?;
+        bound(subtype, value, dialect, out)?;
     }
     out.push(if flags & RANGE_UB_INC != 0 { ']' } else { ')' });
     Ok(())
 }
 
 /// A bound's text, quoted as `range_bound_escape` quotes it.
-fn bound(subtype: &TypeInfo, value: &[u8], out: &mut String) -> Result<(), TypeError> {
+fn bound(
+    subtype: &TypeInfo,
+    value: &[u8],
+    dialect: Dialect,
+    out: &mut String,
+) -> Result<(), TypeError> {
     let start = out.len();
-    super::write(subtype, value, out)?;
+    super::write(subtype, value, dialect, out)?;
     quote_doubling(out, start, b"\"\\()[],");
     Ok(())
 }

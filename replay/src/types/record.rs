@@ -16,6 +16,7 @@ use super::error::{malformed, TypeError};
 use super::info::Field;
 use super::push::quote_doubling;
 use super::read::u32_at;
+use super::Dialect;
 use crate::tuple::{decompress, deform_layouts, Layout, RawDatum, Varlena};
 
 /// Payload offset of the heap tuple header's fields.
@@ -30,6 +31,7 @@ pub(super) fn record_out(
     oid: u32,
     fields: &[Field],
     datum: &[u8],
+    dialect: Dialect,
     out: &mut String,
 ) -> Result<(), TypeError> {
     if u32_at(oid, datum, 4)? != oid {
@@ -79,16 +81,21 @@ pub(super) fn record_out(
             }
             RawDatum::CString(_) => return Err(super::unsupported(&field.ty)),
         };
-        attribute(field, &bytes, out)?;
+        attribute(field, &bytes, dialect, out)?;
     }
     out.push(')');
     Ok(())
 }
 
 /// An attribute's text, quoted as `record_out` quotes it.
-fn attribute(field: &Field, value: &[u8], out: &mut String) -> Result<(), TypeError> {
+fn attribute(
+    field: &Field,
+    value: &[u8],
+    dialect: Dialect,
+    out: &mut String,
+) -> Result<(), TypeError> {
     let start = out.len();
-    super::write(&field.ty, value, out)?;
+    super::write(&field.ty, value, dialect, out)?;
     quote_doubling(out, start, b"\"\\(),");
     Ok(())
 }

@@ -7,7 +7,8 @@ use std::collections::HashMap;
 use proptest::prelude::*;
 
 use super::vectors::{load, payload, type_of};
-use super::{output, output_into, Align, BaseType, TypeError, TypeInfo};
+use super::{output, output_into, Align, BaseType, Dialect, TypeError, TypeInfo};
+use crate::wal::PgMajor;
 
 /// Every kind of type the module handles, and some it does not.
 fn all_types() -> Vec<TypeInfo> {
@@ -56,7 +57,7 @@ proptest! {
     fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..96)) {
         for ty in all_types() {
             let mut out = String::from("x");
-            if output_into(&ty, &bytes, &mut out).is_err() {
+            if output_into(&ty, &bytes, Dialect::default(), &mut out).is_err() {
                 prop_assert_eq!(&out, "x");
             }
         }
@@ -253,7 +254,13 @@ fn throughput() {
         let start = std::time::Instant::now();
         for _ in 0..N {
             out.clear();
-            output_into(ty, std::hint::black_box(datum), &mut out).expect("output");
+            output_into(
+                ty,
+                std::hint::black_box(datum),
+                Dialect::default(),
+                &mut out,
+            )
+            .expect("output");
         }
         let reuse = f64::from(N) / start.elapsed().as_secs_f64();
         let start = std::time::Instant::now();
@@ -266,5 +273,38 @@ fn throughput() {
             reuse / 1e6,
             fresh / 1e6
         );
+    }
+}
+
+#[test]
+fn intervals_have_infinities_from_postgresql_17() {
+    let interval = TypeInfo::base(BaseType::Interval);
+    let extreme = |time: i64, days: i32, months: i32| {
+        [
+            &time.to_le_bytes()[..],
+            &days.to_le_bytes(),
+            &months.to_le_bytes(),
+        ]
+        .concat()
+    };
+    let print = |datum: &[u8], major| {
+        let mut out = String::new();
+        output_into(&interval, datum, Dialect::of(major), &mut out).unwrap();
+        out
+    };
+    let max = extreme(i64::MAX, i32::MAX, i32::MAX);
+    let min = extreme(i64::MIN, i32::MIN, i32::MIN);
+    for major in [PgMajor::Pg15, PgMajor::Pg16] {
+        assert_eq!(
+            print(&max, major),
+            "178956970 years 7 mons 2147483647 days 2562047788:00:54.775807"
+        );
+        assert!(print(&min, major).starts_with("-178956970 years"));
+    }
+    for major in [PgMajor::Pg17, PgMajor::Pg18] {
+        assert_eq!(print(&max, major), "infinity");
+        assert_eq!(print(&min, major), "-infinity");
+        // One field short of the extreme is an ordinary interval.
+        assert!(print(&extreme(i64::MAX, i32::MAX, 0), major).contains("days"));
     }
 }

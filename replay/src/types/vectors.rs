@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 
-use super::{output, output_into, Align, Field, TypeInfo};
+use super::{output, output_into, Align, Dialect, Field, TypeInfo};
 
 const VECTORS: &str = include_str!("testdata/vectors.tsv");
 
@@ -136,7 +136,7 @@ fn check(prefixes: &[&str]) {
             )),
         }
         let mut buf = String::from("prefix|");
-        let appended = output_into(&ty, datum, &mut buf);
+        let appended = output_into(&ty, datum, Dialect::default(), &mut buf);
         if appended.is_err() || buf != format!("prefix|{}", v.shown) {
             failures.push(format!(
                 "{} {} {}: output_into gave {buf:?}",

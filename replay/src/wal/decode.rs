@@ -1,6 +1,6 @@
 //! The one place that picks the version-specific record layouts.
 
-use super::error::{DecodeError, DecodeErrorKind};
+use super::error::DecodeError;
 use super::event::WalEvent;
 use super::page::PgMajor;
 use super::pg15;
@@ -13,11 +13,8 @@ use super::record::Record;
 /// Errors name the record's LSN and resource manager.
 pub fn interpret(record: &Record, major: PgMajor) -> Result<WalEvent, DecodeError> {
     match major {
-        PgMajor::Pg15 => pg15::interpret(record),
-        PgMajor::Pg16 | PgMajor::Pg17 | PgMajor::Pg18 => Err(DecodeError::new(
-            record.lsn,
-            DecodeErrorKind::UnsupportedVersion { major },
-        )
-        .with_rmgr(record.rmid)),
+        PgMajor::Pg15 | PgMajor::Pg16 | PgMajor::Pg17 | PgMajor::Pg18 => {
+            pg15::interpret(record, major)
+        }
     }
 }

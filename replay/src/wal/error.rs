@@ -4,7 +4,6 @@ use std::fmt;
 
 use crate::lsn::Lsn;
 
-use super::page::PgMajor;
 use super::rmgr::RmgrId;
 
 /// WAL bytes could not be decoded.
@@ -264,12 +263,6 @@ pub enum DecodeErrorKind {
     NotDecodable {
         /// Why.
         reason: &'static str,
-    },
-    /// Record interpretation is not implemented for this PostgreSQL version.
-    #[error("record interpretation for PostgreSQL {major} is not supported yet")]
-    UnsupportedVersion {
-        /// The version of the WAL.
-        major: PgMajor,
     },
 }
 

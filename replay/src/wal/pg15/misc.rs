@@ -7,6 +7,7 @@ use crate::lsn::Lsn;
 
 use super::super::error::DecodeErrorKind;
 use super::super::event::{Checkpoint, LogicalMessage, RunningXacts, WalEvent};
+use super::super::page::PgMajor;
 use super::super::record::{ForkNumber, Record, RelFileLocator};
 use super::{main_reader, other};
 
@@ -19,7 +20,7 @@ const XLOG_RUNNING_XACTS: u8 = 0x10;
 const XLOG_LOGICAL_MESSAGE: u8 = 0x00;
 
 /// XLOG rmgr: checkpoints, segment switch, parameter change, end of recovery.
-pub(super) fn xlog(record: &Record) -> Result<WalEvent, DecodeErrorKind> {
+pub(super) fn xlog(record: &Record, major: PgMajor) -> Result<WalEvent, DecodeErrorKind> {
     match record.rmgr_info() {
         XLOG_CHECKPOINT_SHUTDOWN => {
             // CheckPoint (88 bytes): redo 0, ThisTimeLineID 8, PrevTimeLineID 12,
@@ -53,12 +54,17 @@ pub(super) fn xlog(record: &Record) -> Result<WalEvent, DecodeErrorKind> {
             Ok(WalEvent::ParameterChange { wal_level })
         }
         XLOG_END_OF_RECOVERY => {
-            // xl_end_of_recovery (16 bytes): end_time, ThisTimeLineID, PrevTimeLineID.
+            // xl_end_of_recovery (16 bytes): end_time, ThisTimeLineID,
+            // PrevTimeLineID; from 17 (24 bytes) then wal_level and padding.
             const WHAT: &str = "xl_end_of_recovery";
             let mut r = main_reader(record);
             let _end_time = r.i64(WHAT)?;
             let timeline = r.u32(WHAT)?;
             let prev_timeline = r.u32(WHAT)?;
+            if major >= PgMajor::Pg17 {
+                let _wal_level = r.i32(WHAT)?;
+                r.skip(4, WHAT)?;
+            }
             r.finish(WHAT)?;
             Ok(WalEvent::EndOfRecovery {
                 timeline,

@@ -15,7 +15,7 @@ fn event(rmid: u8, info: u8, xid: u32, body: Body) -> Result<WalEvent, DecodeErr
     let bytes = record(rmid, info, xid, Lsn(0x10), &body);
     let end = Lsn(0x2000 + bytes.len() as u64);
     let r = Record::parse(Lsn(0x2000), end, bytes).unwrap();
-    interpret(&r)
+    interpret(&r, PgMajor::Pg15)
 }
 
 fn le(parts: &[&[u8]]) -> Vec<u8> {
@@ -335,7 +335,7 @@ fn truncate_message_and_running_xacts() {
 }
 
 #[test]
-fn other_records_and_versions() {
+fn other_records() {
     assert_eq!(
         event(11, 0x10, 0, Body::new()).unwrap(),
         WalEvent::Other {
@@ -344,14 +344,72 @@ fn other_records_and_versions() {
         }
     );
     assert_eq!(event(0, 0x40, 0, Body::new()).unwrap(), WalEvent::Switch);
-    let bytes = record(10, 0, 1, Lsn(0), &Body::new());
-    let r = Record::parse(Lsn(0x100), Lsn(0x200), bytes).unwrap();
-    let e = interpret_any(&r, PgMajor::Pg17).unwrap_err();
+}
+
+/// A record as PostgreSQL `major` would read it.
+fn event_of(
+    major: PgMajor,
+    rmid: u8,
+    info: u8,
+    xid: u32,
+    main: &[u8],
+) -> Result<WalEvent, DecodeError> {
+    let bytes = record(rmid, info, xid, Lsn(0x10), &Body::new().main(main));
+    let end = Lsn(0x2000 + bytes.len() as u64);
+    let r = Record::parse(Lsn(0x2000), end, bytes).unwrap();
+    interpret_any(&r, major)
+}
+
+#[test]
+fn end_of_recovery_grew_wal_level_in_17() {
+    let v15 = le(&[
+        &1i64.to_le_bytes(),
+        &3u32.to_le_bytes(),
+        &2u32.to_le_bytes(),
+    ]);
+    let v17 = le(&[&v15, &2i32.to_le_bytes(), &[0u8; 4]]);
+    let expected = WalEvent::EndOfRecovery {
+        timeline: 3,
+        prev_timeline: 2,
+    };
+    for major in [PgMajor::Pg15, PgMajor::Pg16] {
+        assert_eq!(event_of(major, 0, 0x90, 0, &v15).unwrap(), expected);
+        assert!(event_of(major, 0, 0x90, 0, &v17).is_err(), "{major}");
+    }
+    for major in [PgMajor::Pg17, PgMajor::Pg18] {
+        assert_eq!(event_of(major, 0, 0x90, 0, &v17).unwrap(), expected);
+        assert!(event_of(major, 0, 0x90, 0, &v15).is_err(), "{major}");
+    }
+}
+
+#[test]
+fn dropped_stats_items_widened_in_18() {
+    // A commit with dropped stats (xinfo 1 << 8) then invalidations (1 << 3).
+    let commit = |item_len: usize| {
+        let xinfo: u32 = (1 << 8) | (1 << 3);
+        le(&[
+            &9i64.to_le_bytes(),
+            &xinfo.to_le_bytes(),
+            &2i32.to_le_bytes(),
+            &vec![7u8; 2 * item_len],
+            &3i32.to_le_bytes(),
+            &[0u8; 48],
+        ])
+    };
+    let invalidations = |e: WalEvent| match e {
+        WalEvent::Commit(c) => c.invalidations,
+        other => panic!("{other:?}"),
+    };
+    for major in [PgMajor::Pg15, PgMajor::Pg16, PgMajor::Pg17] {
+        assert_eq!(
+            invalidations(event_of(major, 1, 0x80, 5, &commit(12)).unwrap()),
+            3
+        );
+        assert!(event_of(major, 1, 0x80, 5, &commit(16)).is_err(), "{major}");
+    }
     assert_eq!(
-        e.kind,
-        DecodeErrorKind::UnsupportedVersion {
-            major: PgMajor::Pg17
-        }
+        invalidations(event_of(PgMajor::Pg18, 1, 0x80, 5, &commit(16)).unwrap()),
+        3
     );
-    assert!(e.to_string().contains("PostgreSQL 17"), "{e}");
+    assert!(event_of(PgMajor::Pg18, 1, 0x80, 5, &commit(12)).is_err());
 }

@@ -5,6 +5,7 @@ use crate::lsn::Lsn;
 
 use super::super::error::DecodeErrorKind;
 use super::super::event::{Abort, Commit, Prepare, TwoPhase, WalEvent, XactOrigin};
+use super::super::page::PgMajor;
 use super::super::record::{Record, RelFileLocator};
 use super::{main_reader, other};
 
@@ -27,8 +28,15 @@ const XACT_XINFO_HAS_ORIGIN: u32 = 1 << 5;
 const XACT_XINFO_HAS_GID: u32 = 1 << 7;
 const XACT_XINFO_HAS_DROPPED_STATS: u32 = 1 << 8;
 
-/// Size of one `xl_xact_stats_item` (kind, dboid, objoid) in 15-17.
-const STATS_ITEM_LEN: usize = 12;
+/// Size of one `xl_xact_stats_item`: kind, dboid, objoid in 15-17; kind,
+/// dboid and a 64-bit objid (two halves) from 18.
+fn stats_item_len(major: PgMajor) -> usize {
+    if major >= PgMajor::Pg18 {
+        16
+    } else {
+        12
+    }
+}
 /// Size of one `SharedInvalidationMessage`.
 const INVAL_MSG_LEN: usize = 16;
 /// `TWOPHASE_MAGIC` at the start of a prepare record's state data.
@@ -36,11 +44,11 @@ const TWOPHASE_MAGIC: u32 = 0x57F9_4534;
 /// `MAXALIGN(sizeof(xl_xact_prepare))`.
 const PREPARE_HEADER_LEN: usize = 72;
 
-pub(super) fn interpret(record: &Record) -> Result<WalEvent, DecodeErrorKind> {
+pub(super) fn interpret(record: &Record, major: PgMajor) -> Result<WalEvent, DecodeErrorKind> {
     let has_info = record.info & XLOG_XACT_HAS_INFO != 0;
     match record.info & XLOG_XACT_OPMASK {
-        XLOG_XACT_COMMIT | XLOG_XACT_COMMIT_PREPARED => commit(record, has_info),
-        XLOG_XACT_ABORT | XLOG_XACT_ABORT_PREPARED => abort(record, has_info),
+        XLOG_XACT_COMMIT | XLOG_XACT_COMMIT_PREPARED => commit(record, major, has_info),
+        XLOG_XACT_ABORT | XLOG_XACT_ABORT_PREPARED => abort(record, major, has_info),
         XLOG_XACT_PREPARE => prepare(record),
         XLOG_XACT_ASSIGNMENT => {
             // xl_xact_assignment: xtop, nsubxacts, xsub[].
@@ -77,7 +85,12 @@ struct Parsed {
 
 /// Reads `xl_xact_commit`/`xl_xact_abort` and the optional parts `xinfo` announces.
 /// Invalidation messages only exist in commits.
-fn parse(record: &Record, has_info: bool, is_commit: bool) -> Result<Parsed, DecodeErrorKind> {
+fn parse(
+    record: &Record,
+    major: PgMajor,
+    has_info: bool,
+    is_commit: bool,
+) -> Result<Parsed, DecodeErrorKind> {
     let what = if is_commit {
         "xl_xact_commit"
     } else {
@@ -112,7 +125,7 @@ fn parse(record: &Record, has_info: bool, is_commit: bool) -> Result<Parsed, Dec
     };
     if xinfo & XACT_XINFO_HAS_DROPPED_STATS != 0 {
         let n = r.count("xl_xact_stats_items")?;
-        r.skip_items(n, STATS_ITEM_LEN, "xl_xact_stats_items")?;
+        r.skip_items(n, stats_item_len(major), "xl_xact_stats_items")?;
     }
     let mut invalidations = 0;
     if is_commit && xinfo & XACT_XINFO_HAS_INVALS != 0 {
@@ -152,8 +165,8 @@ fn parse(record: &Record, has_info: bool, is_commit: bool) -> Result<Parsed, Dec
     })
 }
 
-fn commit(record: &Record, has_info: bool) -> Result<WalEvent, DecodeErrorKind> {
-    let p = parse(record, has_info, true)?;
+fn commit(record: &Record, major: PgMajor, has_info: bool) -> Result<WalEvent, DecodeErrorKind> {
+    let p = parse(record, major, has_info, true)?;
     let xid = p.twophase.as_ref().map_or(record.xid, |t| t.xid);
     Ok(WalEvent::Commit(Commit {
         xid,
@@ -170,8 +183,8 @@ fn commit(record: &Record, has_info: bool) -> Result<WalEvent, DecodeErrorKind> 
     }))
 }
 
-fn abort(record: &Record, has_info: bool) -> Result<WalEvent, DecodeErrorKind> {
-    let p = parse(record, has_info, false)?;
+fn abort(record: &Record, major: PgMajor, has_info: bool) -> Result<WalEvent, DecodeErrorKind> {
+    let p = parse(record, major, has_info, false)?;
     let xid = p.twophase.as_ref().map_or(record.xid, |t| t.xid);
     Ok(WalEvent::Abort(Abort {
         xid,

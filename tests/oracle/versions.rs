@@ -1,0 +1,94 @@
+//! The decoder on the WAL of PostgreSQL 16, 17 and 18: the same comparison
+//! with test_decoding, on a cluster of each version started by
+//! `scripts/test-env.sh` (server binaries from `scripts/pg-dist.sh`).
+
+use super::Oracle;
+use crate::support::TestDb;
+
+/// The majors the test environment started clusters of.
+fn majors() -> Vec<u32> {
+    let listed = std::env::var("WALFILL_TEST_PG_MAJORS").unwrap_or_else(|_| {
+        panic!("WALFILL_TEST_PG_MAJORS is not set: run the tests with scripts/test.sh")
+    });
+    let majors: Vec<u32> = listed
+        .split_whitespace()
+        .map(|m| m.parse().expect("a major version"))
+        .collect();
+    assert!(
+        !majors.is_empty(),
+        "WALFILL_TEST_PG_MAJORS lists no version: no newer cluster to decode"
+    );
+    majors
+}
+
+fn env(name: &str) -> String {
+    std::env::var(name)
+        .unwrap_or_else(|_| panic!("{name} is not set: run the tests with scripts/test.sh"))
+}
+
+/// Transactions of every kind (savepoints, rollbacks, two-phase commit,
+/// key changes, TOASTed and compressed values, REPLICA IDENTITY FULL,
+/// logical messages) and values whose text differs between versions (17's
+/// infinite intervals), on each newer major. No catalog journal is
+/// installed: tables are described by the live catalog.
+#[test]
+fn newer_majors_decode_like_their_test_decoding() {
+    let majors = majors();
+    for major in majors {
+        let admin = env(&format!("WALFILL_TEST_PG{major}_URL"));
+        let archive = env(&format!("WALFILL_TEST_PG{major}_ARCHIVE_URL"));
+        let db = TestDb::on(&admin, &format!("oracle_pg{major}"));
+        let version = db
+            .value("SELECT current_setting('server_version_num')")
+            .unwrap();
+        assert_eq!(
+            version.get(..2),
+            Some(major.to_string().as_str()),
+            "the cluster at {admin} is not PostgreSQL {major}"
+        );
+        db.exec(
+            "CREATE TABLE acct (id int PRIMARY KEY, owner text, balance numeric(12,2),
+                                at timestamptz, span interval, tags text[], doc jsonb);
+             CREATE TABLE full_id (id int PRIMARY KEY, a text);
+             ALTER TABLE full_id REPLICA IDENTITY FULL;
+             CREATE TABLE big (id int PRIMARY KEY, body text);
+             CREATE TABLE gone (id int);",
+        );
+        let o = Oracle::on_archived(db, archive);
+        let infinite = if major >= 17 {
+            "INSERT INTO acct (id, span) VALUES (90, 'infinity'), (91, '-infinity');"
+        } else {
+            ""
+        };
+        o.db.exec(&format!(
+            "INSERT INTO acct VALUES
+                 (1, 'ann', 10.50, '2024-02-29 12:00+00', '1 year 2 mons -3 days 04:05:06.5',
+                  ARRAY['a', 'b c', NULL], '{{\"k\": [1, 2.5, null]}}'),
+                 (2, 'bob', NULL, NULL, NULL, NULL, NULL), (3, 'cy', -3, 'infinity', '0', '{{}}', '[]');
+             {infinite}
+             BEGIN; UPDATE acct SET balance = balance + 1 WHERE id = 1;
+                    SAVEPOINT a; DELETE FROM acct WHERE id = 2; ROLLBACK TO a;
+                    SAVEPOINT b; INSERT INTO acct (id) VALUES (4); RELEASE b;
+                    UPDATE acct SET id = 30 WHERE id = 3; COMMIT;
+             BEGIN; INSERT INTO acct (id) VALUES (99); ROLLBACK;
+             BEGIN; INSERT INTO acct (id, owner) VALUES (50, 'prepared');
+                    PREPARE TRANSACTION 'oracle_pg{major}';"
+        ));
+        o.db.exec(&format!("COMMIT PREPARED 'oracle_pg{major}'"));
+        o.db.exec(
+            "INSERT INTO full_id VALUES (1, 'x'), (2, NULL);
+             UPDATE full_id SET a = 'y' WHERE id = 1;
+             DELETE FROM full_id WHERE id = 2;
+             INSERT INTO big SELECT g, repeat(md5(g::text), 400) FROM generate_series(1, 3) g;
+             INSERT INTO big SELECT 10, string_agg(md5(g::text), '') FROM generate_series(1, 300) g;
+             UPDATE big SET id = id + 100 WHERE id = 1;
+             DELETE FROM big WHERE id = 2;
+             BEGIN; SELECT pg_logical_emit_message(true, 'oracle', 'in a transaction');
+                    INSERT INTO gone VALUES (1); COMMIT;
+             SELECT pg_logical_emit_message(false, 'oracle', 'on its own');
+             INSERT INTO full_id VALUES (7, 'last');",
+        );
+        let out = o.assert_same(&[]);
+        assert!(out.status.success());
+    }
+}
