@@ -433,3 +433,40 @@ fn replay_from_an_archive_on_s3() {
     let status = archiver.take().wait().expect("wait for the archiver");
     assert!(status.success(), "walfill archive exited with {status}");
 }
+
+/// On each newer major (16, 17, 18): a version built by snapshot leaves a
+/// base snapshot; after writes and a column added, a new transform is
+/// replayed from that base, and the view equals the transform of the
+/// source.
+#[test]
+fn snapshot_then_replay_on_newer_majors() {
+    for cluster in crate::support::cluster::newer_clusters() {
+        let db = TestDb::on(&cluster.admin, &format!("rp_pg{}", cluster.major));
+        create_orders(&db, 3_000);
+        let archive = archive_section(&cluster.archive);
+        let walfill = Walfill::new(&db, &format!("{archive}\n{}", orders_target("v1")));
+        walfill.ok(&["setup"]);
+        walfill.ok(&["backfill", "orders_summary"]);
+        assert_eq!(version_field(&db, "v1", "path"), "snapshot");
+
+        let writer = Writer::start(&db, 3_000, 1_000_000, 31);
+        std::thread::sleep(Duration::from_millis(700));
+        assert!(writer.stop() > 10);
+        db.exec("ALTER TABLE orders ADD COLUMN region text");
+        db.exec("UPDATE orders SET region = 'apac' WHERE id % 9 = 0");
+        let select = "id, status, total_cents, region";
+        let v2 = orders_target("v2").replace(ORDERS_SELECT, select);
+        walfill.configure(&db, &format!("{archive}\n{v2}"));
+        walfill.ok(&["setup"]);
+        walfill.ok(&["backfill", "orders_summary"]);
+        assert_eq!(
+            version_field(&db, "v2", "path"),
+            "replay",
+            "PostgreSQL {}",
+            cluster.major
+        );
+        walfill.ok(&["sync", "--once"]);
+        let view = "derived.orders_summary";
+        assert_view_matches(&db, view, "orders", select, Some(ORDERS_WHERE), "id");
+    }
+}

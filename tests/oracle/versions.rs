@@ -3,28 +3,8 @@
 //! `scripts/test-env.sh` (server binaries from `scripts/pg-dist.sh`).
 
 use super::Oracle;
+use crate::support::cluster::newer_clusters;
 use crate::support::TestDb;
-
-/// The majors the test environment started clusters of.
-fn majors() -> Vec<u32> {
-    let listed = std::env::var("WALFILL_TEST_PG_MAJORS").unwrap_or_else(|_| {
-        panic!("WALFILL_TEST_PG_MAJORS is not set: run the tests with scripts/test.sh")
-    });
-    let majors: Vec<u32> = listed
-        .split_whitespace()
-        .map(|m| m.parse().expect("a major version"))
-        .collect();
-    assert!(
-        !majors.is_empty(),
-        "WALFILL_TEST_PG_MAJORS lists no version: no newer cluster to decode"
-    );
-    majors
-}
-
-fn env(name: &str) -> String {
-    std::env::var(name)
-        .unwrap_or_else(|_| panic!("{name} is not set: run the tests with scripts/test.sh"))
-}
 
 /// Transactions of every kind (savepoints, rollbacks, two-phase commit,
 /// key changes, TOASTed and compressed values, REPLICA IDENTITY FULL,
@@ -33,11 +13,9 @@ fn env(name: &str) -> String {
 /// installed: tables are described by the live catalog.
 #[test]
 fn newer_majors_decode_like_their_test_decoding() {
-    let majors = majors();
-    for major in majors {
-        let admin = env(&format!("WALFILL_TEST_PG{major}_URL"));
-        let archive = env(&format!("WALFILL_TEST_PG{major}_ARCHIVE_URL"));
-        let db = TestDb::on(&admin, &format!("oracle_pg{major}"));
+    for cluster in newer_clusters() {
+        let (major, admin) = (cluster.major, &cluster.admin);
+        let db = TestDb::on(admin, &format!("oracle_pg{major}"));
         let version = db
             .value("SELECT current_setting('server_version_num')")
             .unwrap();
@@ -54,7 +32,7 @@ fn newer_majors_decode_like_their_test_decoding() {
              CREATE TABLE big (id int PRIMARY KEY, body text);
              CREATE TABLE gone (id int);",
         );
-        let o = Oracle::on_archived(db, archive);
+        let o = Oracle::on_archived(db, cluster.archive);
         let infinite = if major >= 17 {
             "INSERT INTO acct (id, span) VALUES (90, 'infinity'), (91, '-infinity');"
         } else {
@@ -100,12 +78,10 @@ fn newer_majors_decode_like_their_test_decoding() {
 /// printed them.
 #[test]
 fn newer_majors_follow_ddl_through_the_journal() {
-    for major in majors() {
-        let admin = env(&format!("WALFILL_TEST_PG{major}_URL"));
-        let archive = env(&format!("WALFILL_TEST_PG{major}_ARCHIVE_URL"));
-        let db = TestDb::on(&admin, &format!("oracle_ddl_pg{major}"));
+    for cluster in newer_clusters() {
+        let db = TestDb::on(&cluster.admin, &format!("oracle_ddl_pg{}", cluster.major));
         crate::journal::install(&db);
-        let o = Oracle::on_archived(db, archive);
+        let o = Oracle::on_archived(db, cluster.archive);
         for statement in [
             "CREATE TYPE mood AS ENUM ('sad', 'ok')",
             "CREATE TABLE a (id int PRIMARY KEY, v text, m mood)",

@@ -22,6 +22,41 @@ pub fn replica_admin_url() -> String {
     })
 }
 
+/// A cluster of a newer major version started by `scripts/test-env.sh`.
+pub struct NewerCluster {
+    /// Its major version (16, 17, 18).
+    pub major: u32,
+    /// Its superuser URL (database `postgres`).
+    pub admin: String,
+    /// The archive its `archive_command` fills.
+    pub archive: String,
+}
+
+/// The clusters of newer majors the test environment started (at least
+/// one: a test over none would prove nothing).
+pub fn newer_clusters() -> Vec<NewerCluster> {
+    let env = |name: &str| {
+        std::env::var(name)
+            .unwrap_or_else(|_| panic!("{name} is not set: run the tests with scripts/test.sh"))
+    };
+    let clusters: Vec<NewerCluster> = env("WALFILL_TEST_PG_MAJORS")
+        .split_whitespace()
+        .map(|m| {
+            let major: u32 = m.parse().expect("a major version");
+            NewerCluster {
+                major,
+                admin: env(&format!("WALFILL_TEST_PG{major}_URL")),
+                archive: env(&format!("WALFILL_TEST_PG{major}_ARCHIVE_URL")),
+            }
+        })
+        .collect();
+    assert!(
+        !clusters.is_empty(),
+        "WALFILL_TEST_PG_MAJORS lists no version: no newer cluster to test on"
+    );
+    clusters
+}
+
 /// `url` with its database replaced.
 pub fn with_database(url: &str, database: &str) -> String {
     let (base, _) = url.rsplit_once('/').expect("a URL with a database");
