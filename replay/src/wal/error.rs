@@ -67,8 +67,9 @@ pub enum DecodeErrorKind {
         /// Why it is not usable.
         reason: &'static str,
     },
-    /// A page header carries a magic number of no known PostgreSQL version.
-    #[error("unknown WAL page magic 0x{magic:04X} (not PostgreSQL 15, 16, 17 or 18 WAL)")]
+    /// A page header carries a magic number of no PostgreSQL version walfill
+    /// reads.
+    #[error("{}", bad_magic(*magic))]
     BadMagic {
         /// The magic found.
         magic: u16,
@@ -286,4 +287,27 @@ impl fmt::Display for SegmentSuffix<'_> {
             None => Ok(()),
         }
     }
+}
+
+/// What a page magic of a version walfill does not read says, naming the
+/// version when it is a known older one or plainly newer.
+fn bad_magic(magic: u16) -> String {
+    let older = match magic {
+        0xD097 => Some(10),
+        0xD098 => Some(11),
+        0xD101 => Some(12),
+        0xD106 => Some(13),
+        0xD10D => Some(14),
+        _ => None,
+    };
+    let what = match older {
+        Some(major) => format!("is PostgreSQL {major}'s"),
+        None if (0xD119..=0xD1FF).contains(&magic) => {
+            "is of a PostgreSQL version newer than 18".to_string()
+        }
+        None => "is no PostgreSQL version's (not WAL, or damaged)".to_string(),
+    };
+    format!(
+        "WAL page magic 0x{magic:04X} {what}: walfill reads the WAL of PostgreSQL 15, 16, 17 and 18"
+    )
 }

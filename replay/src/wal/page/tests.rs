@@ -69,6 +69,18 @@ fn rejects_bad_headers() {
     assert_eq!(e.kind, DecodeErrorKind::BadMagic { magic: 0x1234 });
     assert_eq!(e.lsn, Lsn(8192));
     assert!(e.to_string().contains("0x1234"), "{e}");
+    assert!(e.to_string().contains("no PostgreSQL version's"), "{e}");
+    for (magic, says) in [
+        (0xD10D, "is PostgreSQL 14's"),
+        (0xD101, "is PostgreSQL 12's"),
+        (0xD120, "newer than 18"),
+    ] {
+        let mut page = header(8192, 0, 0);
+        page[..2].copy_from_slice(&u16::to_le_bytes(magic));
+        let e = check(&page, 8192).unwrap_err();
+        assert!(e.to_string().contains(says), "{e}");
+        assert!(e.to_string().contains("15, 16, 17 and 18"), "{e}");
+    }
 
     let e = check(&header(16384, 0, 0), 8192).unwrap_err();
     assert_eq!(
