@@ -12,10 +12,21 @@ use crate::wal::{interpret as interpret_any, DecodeErrorKind};
 const REL: [u32; 3] = [1663, 5, 16385];
 
 fn event(rmid: u8, info: u8, xid: u32, body: Body) -> Result<WalEvent, DecodeError> {
+    event_in(PgMajor::Pg15, rmid, info, xid, body)
+}
+
+/// A record as PostgreSQL `major` would read it.
+fn event_in(
+    major: PgMajor,
+    rmid: u8,
+    info: u8,
+    xid: u32,
+    body: Body,
+) -> Result<WalEvent, DecodeError> {
     let bytes = record(rmid, info, xid, Lsn(0x10), &body);
     let end = Lsn(0x2000 + bytes.len() as u64);
     let r = Record::parse(Lsn(0x2000), end, bytes).unwrap();
-    interpret(&r, PgMajor::Pg15)
+    interpret_any(&r, major)
 }
 
 fn le(parts: &[&[u8]]) -> Vec<u8> {
@@ -346,7 +357,7 @@ fn other_records() {
     assert_eq!(event(0, 0x40, 0, Body::new()).unwrap(), WalEvent::Switch);
 }
 
-/// A record as PostgreSQL `major` would read it.
+/// A record with main data `main` as PostgreSQL `major` would read it.
 fn event_of(
     major: PgMajor,
     rmid: u8,
@@ -354,10 +365,7 @@ fn event_of(
     xid: u32,
     main: &[u8],
 ) -> Result<WalEvent, DecodeError> {
-    let bytes = record(rmid, info, xid, Lsn(0x10), &Body::new().main(main));
-    let end = Lsn(0x2000 + bytes.len() as u64);
-    let r = Record::parse(Lsn(0x2000), end, bytes).unwrap();
-    interpret_any(&r, major)
+    event_in(major, rmid, info, xid, Body::new().main(main))
 }
 
 #[test]
