@@ -8,6 +8,7 @@ mod fixtures;
 mod history;
 mod schemas;
 mod start;
+mod truncates;
 mod types;
 mod versions;
 mod workloads;

@@ -31,6 +31,25 @@ pub(super) struct HeldRows {
     pub(super) toast: ToastChunks,
 }
 
+/// How many files created without an xid are remembered at most.
+const MAX_ORPHANS: usize = 4096;
+
+/// A relation file a transaction created (an smgr create record of a main
+/// fork).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Created {
+    /// The file.
+    pub(super) file: RelFileLocator,
+    /// The subtransaction that created it (0: one without an xid yet).
+    pub(super) subxid: u32,
+    /// The create record's LSN.
+    pub(super) lsn: Lsn,
+    /// Whether a record has written a page of it since: an index build
+    /// writes its metapage at once, a table's new (empty) heap and TOAST
+    /// table get no page until a row comes.
+    pub(super) written: bool,
+}
+
 #[derive(Default)]
 struct TxnHeld {
     /// Rows per file, in WAL order.
@@ -44,7 +63,11 @@ pub(super) struct Held {
     /// Files created by each open transaction.
     created: FxHashMap<RelFileLocator, u32>,
     /// The same, per transaction, in WAL order.
-    created_by: FxHashMap<u32, Vec<RelFileLocator>>,
+    created_by: FxHashMap<u32, Vec<Created>>,
+    /// Files created by a subtransaction that had no xid yet (its first
+    /// write: a TRUNCATE in a savepoint of a table the transaction already
+    /// locked), in WAL order, until a transaction adopts them.
+    orphans: Vec<Created>,
     txns: FxHashMap<u32, TxnHeld>,
     bytes: usize,
     limit: usize,
@@ -56,23 +79,99 @@ impl Held {
         Held {
             created: FxHashMap::default(),
             created_by: FxHashMap::default(),
+            orphans: Vec::new(),
             txns: FxHashMap::default(),
             bytes: 0,
             limit,
         }
     }
 
-    /// Transaction `top` created `file`.
-    pub(super) fn created(&mut self, top: u32, file: RelFileLocator) {
-        if top != 0 {
+    /// Subtransaction `subxid` of `top` created `file` at `lsn` (both 0:
+    /// a subtransaction without an xid did).
+    pub(super) fn created(&mut self, top: u32, subxid: u32, file: RelFileLocator, lsn: Lsn) {
+        let created = Created {
+            file,
+            subxid,
+            lsn,
+            written: false,
+        };
+        if top == 0 {
+            if self.orphans.len() == MAX_ORPHANS {
+                self.orphans.remove(0);
+            }
+            self.orphans.push(created);
+        } else {
             self.created.insert(file, top);
-            self.created_by.entry(top).or_default().push(file);
+            self.created_by.entry(top).or_default().push(created);
         }
     }
 
+    /// A record wrote a page of `file`.
+    pub(super) fn wrote(&mut self, file: &RelFileLocator) {
+        if let Some(top) = self.created.get(file) {
+            if let Some(c) = self
+                .created_by
+                .get_mut(top)
+                .and_then(|files| files.iter_mut().rev().find(|c| c.file == *file))
+            {
+                c.written = true;
+            }
+        } else if let Some(c) = self.orphans.iter_mut().rev().find(|c| c.file == *file) {
+            c.written = true;
+        }
+    }
+
+    /// Whether any open transaction created a file (cheap: asked of every
+    /// record).
+    pub(super) fn creating(&self) -> bool {
+        !self.created.is_empty() || !self.orphans.is_empty()
+    }
+
     /// The files `top` created, in WAL order.
-    pub(super) fn created_by(&self, top: u32) -> &[RelFileLocator] {
+    pub(super) fn created_by(&self, top: u32) -> &[Created] {
         self.created_by.get(&top).map_or(&[], Vec::as_slice)
+    }
+
+    /// The files `top` created before `lsn`, with the files created before
+    /// it by subtransactions without an xid, in WAL order.
+    pub(super) fn created_before(&self, top: u32, lsn: Lsn) -> Vec<Created> {
+        let mut files: Vec<Created> = self
+            .created_by(top)
+            .iter()
+            .chain(&self.orphans)
+            .filter(|c| c.lsn < lsn)
+            .copied()
+            .collect();
+        files.sort_by_key(|c| c.lsn);
+        files
+    }
+
+    /// Subtransaction `subxid` of `top` turns out to have created `files`,
+    /// logged without an xid.
+    pub(super) fn adopt(&mut self, top: u32, subxid: u32, files: &[RelFileLocator]) {
+        let mut adopted = Vec::new();
+        self.orphans.retain(|c| {
+            let take = files.contains(&c.file);
+            if take {
+                adopted.push(Created { subxid, ..*c });
+            }
+            !take
+        });
+        if adopted.is_empty() || top == 0 {
+            return;
+        }
+        let own = self.created_by.entry(top).or_default();
+        for c in adopted {
+            self.created.insert(c.file, top);
+            own.push(c);
+        }
+        own.sort_by_key(|c| c.lsn);
+    }
+
+    /// Forgets files created without an xid before `lsn`: the statement
+    /// that created them is long over.
+    pub(super) fn forget_orphans(&mut self, lsn: Lsn) {
+        self.orphans.retain(|c| c.lsn >= lsn);
     }
 
     /// Whether rows `top` writes to `file` (which no description names) are

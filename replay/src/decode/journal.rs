@@ -272,6 +272,9 @@ pub struct LostRelation {
     pub attnum: Option<i16>,
 }
 
+/// Why a relation is lost after a journal failure message.
+const JOURNAL_FAILED: &str = "the catalog journal failed to record a change";
+
 /// Journal entries of transactions not yet committed, and the catalog each
 /// such transaction sees (its own schema changes included).
 #[derive(Debug, Default)]
@@ -290,7 +293,9 @@ pub(crate) struct JournalTracker {
 #[derive(Clone, Debug)]
 enum Pending {
     Update(JournalUpdate, bool),
-    Failed(Vec<u32>),
+    /// Relations whose changes cannot be decoded from the commit on, and
+    /// why (none named: the journal could not say which).
+    Lost(Vec<u32>, &'static str),
     /// A column whose stored values the statement changed without a row
     /// change in the WAL.
     Rewritten {
@@ -367,10 +372,16 @@ impl JournalTracker {
 
     /// A journal failure message of `subxid` (in `top`).
     pub(crate) fn failure(&mut self, top: u32, subxid: u32, relids: Vec<u32>) {
+        self.lose(top, subxid, relids, JOURNAL_FAILED);
+    }
+
+    /// `subxid` (in `top`) gave relations `relids` files the decoder cannot
+    /// tell: their changes are lost from its commit on.
+    pub(crate) fn lose(&mut self, top: u32, subxid: u32, relids: Vec<u32>, why: &'static str) {
         self.pending
             .entry(top)
             .or_default()
-            .push((subxid, Pending::Failed(relids)));
+            .push((subxid, Pending::Lost(relids, why)));
     }
 
     /// Subtransactions rolled back: their journal entries never happened.
@@ -506,8 +517,8 @@ impl JournalTracker {
                     column: Some(column),
                     attnum: Some(attnum),
                 }),
-                Pending::Failed(relids) => {
-                    let reason = "the catalog journal failed to record a change".to_string();
+                Pending::Lost(relids, why) => {
+                    let reason = why.to_string();
                     if relids.is_empty() {
                         self.lost.push(LostRelation {
                             relid: 0,

@@ -27,6 +27,7 @@ mod reorder;
 mod row;
 mod segments;
 mod spill;
+mod truncate;
 mod typeinfo;
 
 pub use catalog::{Catalog, CatalogSnapshot, NewRelation, RelationSchema};
@@ -54,6 +55,9 @@ use journal::JournalTracker;
 use reorder::{xid_precedes, ReorderBuffer};
 use row::{decode_row, ValueText};
 use spill::{ChangeWriter, RowKind};
+
+/// `XLOG_HEAP_TRUNCATE`, the heap opcode of a TRUNCATE.
+const XLOG_HEAP_TRUNCATE: u8 = 0x30;
 
 /// `wal_level` = logical in a parameter-change record.
 const WAL_LEVEL_LOGICAL: i32 = 2;
@@ -304,7 +308,17 @@ impl Decoder {
             self.reorder.link(record.xid, top, lsn)?;
         }
         let top = self.reorder.top(record.xid);
-        if (self.options.journal_only || lsn < self.options.changes_from)
+        if self.held.creating() {
+            for block in &record.blocks {
+                self.held.wrote(&block.rel);
+            }
+        }
+        let changes = !self.options.journal_only && lsn >= self.options.changes_from;
+        // A TRUNCATE moves tables to new files: the catalog follows it even
+        // where changes do not matter.
+        let truncate = record.rmid == RmgrId::HEAP && record.info & 0x70 == XLOG_HEAP_TRUNCATE;
+        if !changes
+            && !truncate
             && !matches!(
                 record.rmid,
                 RmgrId::XACT
@@ -337,7 +351,8 @@ impl Decoder {
                     commit_time: c.commit_time,
                 };
                 let other_db = c.db.is_some_and(|db| db != self.catalog.database);
-                let created = self.held.created_by(c.xid).to_vec();
+                let created: Vec<RelFileLocator> =
+                    self.held.created_by(c.xid).iter().map(|c| c.file).collect();
                 for (file, records, first) in self.held.finish(c.xid) {
                     self.note_undescribed(file, records, first);
                 }
@@ -390,6 +405,9 @@ impl Decoder {
                 }
             }
             WalEvent::RunningXacts(r) => {
+                if let Some((previous, _)) = self.restart_points.last() {
+                    self.held.forget_orphans(*previous);
+                }
                 self.restart_points.push((lsn, r.next_xid));
                 let oldest = r.oldest_running_xid;
                 self.journal.forget(|xid| xid_precedes(xid, oldest));
@@ -515,6 +533,10 @@ impl Decoder {
                 if t.db != self.catalog.database {
                     return Ok(());
                 }
+                self.truncated(top, record.xid, lsn, &t.relids);
+                if !changes {
+                    return Ok(());
+                }
                 let tracked = self.reorder.tracked(top);
                 let catalog = self.journal.catalog_for(top, &self.catalog);
                 let relations: Vec<_> = t
@@ -589,7 +611,7 @@ impl Decoder {
             }
             WalEvent::SmgrCreate { rel, fork } => {
                 if fork == crate::wal::ForkNumber::MAIN {
-                    self.held.created(top, rel);
+                    self.held.created(top, record.xid, rel, lsn);
                 }
                 if self.options.follow_new_files {
                     self.new_files.insert(rel);
@@ -766,6 +788,43 @@ impl Decoder {
             }
         }
         Ok(())
+    }
+
+    /// A TRUNCATE by `subxid` (in `top`) of `relids`: the tables it gave
+    /// new files move to them in the transaction's catalog (see
+    /// [`truncate`]); those whose files cannot be told are lost from its
+    /// commit on.
+    fn truncated(&mut self, top: u32, subxid: u32, lsn: Lsn, relids: &[u32]) {
+        if top == 0 {
+            return;
+        }
+        let created = self.held.created_before(top, lsn);
+        let catalog = self.journal.catalog_for(top, &self.catalog);
+        let fallback = self.options.fallback.as_deref();
+        let out = truncate::new_files(relids, subxid, &created, catalog, |oid| {
+            catalog
+                .by_oid(oid)
+                .or_else(|| fallback.and_then(|f| f.by_oid(oid)))
+                .map(|r| &r.spec)
+        });
+        self.held.adopt(top, subxid, &out.files);
+        if !out.moved.is_empty() {
+            let message = JournalMessage {
+                creates: false,
+                fills: false,
+                updates: out.moved.into_iter().map(JournalUpdate::Upsert).collect(),
+            };
+            self.journal.message(top, subxid, message, &self.catalog);
+        }
+        if !out.unknown.is_empty() {
+            self.journal.lose(
+                top,
+                subxid,
+                out.unknown,
+                "a TRUNCATE gave it new files that its WAL does not tell apart (the WAL read \
+                 does not reach back to the TRUNCATE's transaction start)",
+            );
+        }
     }
 
     /// Remembers that `top` wrote `file` while no known relation had it.
