@@ -86,8 +86,8 @@ pub enum Command {
     /// written unless all checks pass. Run it again after adding targets.
     Setup,
 
-    /// Remove the catalog journal (event triggers, truncate triggers and
-    /// functions in schema `walfill`) from the source. Versions already
+    /// Remove the catalog journal (event triggers and functions in schema
+    /// `walfill`) from the source. Versions already
     /// built keep working; replays of WAL written afterwards cannot follow
     /// schema changes, so backfills take snapshots until `setup` runs again.
     /// Needs a superuser.

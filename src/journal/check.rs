@@ -4,11 +4,8 @@
 use tokio_postgres::Client;
 use walfill_snapshot::SnapshotError;
 
-use super::{fingerprint, EVENT_TRIGGERS, TRUNCATE_TRIGGER};
+use super::{fingerprint, EVENT_TRIGGERS};
 use crate::error::Result;
-
-/// How many tables without a truncate trigger a problem names.
-const NAMED_TABLES: usize = 5;
 
 /// Whether the source user may install or remove the catalog journal: event
 /// triggers need a superuser.
@@ -62,8 +59,8 @@ pub fn reasons(problems: &[String]) -> String {
 }
 
 /// Problems with the catalog journal in the source, each with its fix: a
-/// journal that is missing, outdated or disabled, and journaled tables
-/// without the truncate trigger. Empty when all is well; any user can ask.
+/// journal that is missing, outdated or disabled. Empty when all is well;
+/// any user can ask.
 pub async fn check(source: &Client) -> Result<Vec<String>> {
     let mut problems = Vec::new();
     let failed = |what: &'static str| move |e| SnapshotError::query(what, e);
@@ -126,48 +123,5 @@ pub async fn check(source: &Client) -> Result<Vec<String>> {
         }
     }
 
-    // The same test as walfill.journal_is_journaled (journal.sql), restricted
-    // to the kinds that can have triggers.
-    let bare: Vec<String> = source
-        .query(
-            "SELECT c.oid::pg_catalog.regclass::text
-               FROM pg_catalog.pg_class c
-               JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
-              WHERE c.relkind IN ('r', 'p') AND c.relpersistence = 'p'
-                AND n.nspname NOT IN ('pg_catalog', 'information_schema', 'pg_toast', 'walfill')
-                AND NOT EXISTS (
-                    SELECT 1 FROM pg_catalog.pg_trigger t
-                      JOIN pg_catalog.pg_proc p ON p.oid = t.tgfoid
-                      JOIN pg_catalog.pg_namespace pn ON pn.oid = p.pronamespace
-                     WHERE t.tgrelid = c.oid AND t.tgname = $1 AND t.tgenabled = 'A'
-                       AND pn.nspname = 'walfill' AND p.proname = 'journal_truncate')
-              ORDER BY c.oid",
-            &[&TRUNCATE_TRIGGER],
-        )
-        .await
-        .map_err(failed(
-            "looking for tables without the journal's truncate trigger",
-        ))?
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
-    if !bare.is_empty() {
-        let mut named = bare
-            .iter()
-            .take(NAMED_TABLES)
-            .cloned()
-            .collect::<Vec<_>>()
-            .join(", ");
-        if bare.len() > NAMED_TABLES {
-            named.push_str(&format!(" and {} more", bare.len() - NAMED_TABLES));
-        }
-        problems.push(format!(
-            "{} journaled table{} lack{} the catalog journal's truncate trigger (enabled \
-             ALWAYS), so a TRUNCATE would go unrecorded: {named}; fix: run walfill setup again",
-            bare.len(),
-            if bare.len() == 1 { "" } else { "s" },
-            if bare.len() == 1 { "s" } else { "" },
-        ));
-    }
     Ok(problems)
 }

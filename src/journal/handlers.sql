@@ -1,14 +1,14 @@
 -- The catalog journal, part 2: the triggers that write it.
 --
 -- * walfill.journal_ddl (event trigger on ddl_command_end) journals every
---   table a statement created or changed, and attaches the truncate trigger to
---   new tables;
+--   table a statement created or changed;
 -- * walfill.journal_drop (event trigger on sql_drop) lists dropped tables and
 --   journals tables that lost columns or key indexes;
--- * walfill.journal_truncate (statement-level AFTER TRUNCATE trigger on every
---   journaled table) journals the table's new relfilenode;
--- * walfill.journal_setup journals every table once and attaches the truncate
---   triggers.
+-- * walfill.journal_setup journals every table once.
+--
+-- Nothing is attached to the tables themselves: TRUNCATE, which fires no
+-- event trigger, is followed from the WAL by the decoder (its heap record
+-- names the tables, and their new files are created just before it).
 --
 -- The triggers must never make a user's statement fail: each step runs in its
 -- own exception block, and a failure becomes a walfill.journal.error message
@@ -17,73 +17,7 @@
 -- statements in one transaction would overflow the 64 that PostgreSQL caches
 -- per backend (which slows every other session's snapshots). Writing a
 -- logical message in a transaction that already has an ID cannot fail short
--- of running out of memory. Attaching a truncate trigger writes, so creating a
--- table costs one subtransaction ID.
---
--- The DDL the journal runs itself (CREATE TRIGGER) runs with
--- session_replication_role = replica, so that the user's own event triggers
--- (enabled the default way) do not see it, and with walfill.journal_nested
--- on, so that the journal's own event triggers skip it.
-
--- Whether the journal is running its own DDL (see journal_attach).
-CREATE FUNCTION walfill.journal_nested() RETURNS boolean
-LANGUAGE plpgsql STABLE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-SET jit = off
-AS $fn$
-BEGIN
-    RETURN (
-        SELECT COALESCE(current_setting('walfill.journal_nested', true), '') = 'on'
-           AND current_setting('session_replication_role') = 'replica');
-END
-$fn$;
-
--- Attaches the truncate trigger to `rel` (enabled ALWAYS, so that TRUNCATEs
--- applied by logical replication are journaled too). Returns whether it had
--- to: false when the trigger is already there.
-CREATE FUNCTION walfill.journal_attach(rel oid) RETURNS boolean
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-SET session_replication_role = replica
-SET walfill.journal_nested = on
-SET jit = off
-AS $fn$
-DECLARE
-    ours oid := 'walfill.journal_truncate()'::pg_catalog.regprocedure;
-    found_trigger record;
-BEGIN
-    SELECT t.tgfoid, t.tgenabled INTO found_trigger
-      FROM pg_catalog.pg_trigger t
-     WHERE t.tgrelid = rel AND t.tgname = 'walfill_journal_truncate';
-    IF FOUND AND found_trigger.tgfoid = ours AND found_trigger.tgenabled = 'A' THEN
-        RETURN false;
-    END IF;
-    IF FOUND THEN
-        EXECUTE format('DROP TRIGGER walfill_journal_truncate ON %s',
-                       rel::pg_catalog.regclass);
-    END IF;
-    EXECUTE format('CREATE TRIGGER walfill_journal_truncate AFTER TRUNCATE ON %s '
-                   'FOR EACH STATEMENT EXECUTE FUNCTION walfill.journal_truncate()',
-                   rel::pg_catalog.regclass);
-    EXECUTE format('ALTER TABLE %s ENABLE ALWAYS TRIGGER walfill_journal_truncate',
-                   rel::pg_catalog.regclass);
-    RETURN true;
-END
-$fn$;
-
--- Removes the truncate trigger from `rel` (a table that became unlogged).
-CREATE FUNCTION walfill.journal_detach(rel oid) RETURNS void
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-SET session_replication_role = replica
-SET walfill.journal_nested = on
-SET jit = off
-AS $fn$
-BEGIN
-    EXECUTE format('DROP TRIGGER IF EXISTS walfill_journal_truncate ON %s',
-                   rel::pg_catalog.regclass);
-END
-$fn$;
+-- of running out of memory. The journal runs no DDL of its own.
 
 -- The tables (of any persistence but temporary) a ddl_command_end touched:
 -- relations the commands name (an index stands for its table), the
@@ -240,41 +174,6 @@ BEGIN
 END
 $fn$;
 
--- Attaches the truncate trigger to the journaled tables among `rels` that lack
--- it, and detaches it from those that left the journal (became unlogged).
--- Returns the tables that left. Calls journal_attach only when there is work:
--- changing session_replication_role empties the session's plan cache.
-CREATE FUNCTION walfill.journal_maintain(rels oid[]) RETURNS oid[]
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-SET jit = off
-AS $fn$
-DECLARE
-    rel record;
-    left_journal oid[] := '{}';
-BEGIN
-    FOR rel IN
-        SELECT c.oid, walfill.journal_is_journaled(c.oid) AS journaled, t.tgfoid, t.tgenabled
-          FROM pg_catalog.pg_class c
-          LEFT JOIN pg_catalog.pg_trigger t
-            ON t.tgrelid = c.oid AND t.tgname = 'walfill_journal_truncate'
-         WHERE c.oid = ANY (rels) AND c.relkind IN ('r', 'p')
-         ORDER BY c.oid
-    LOOP
-        IF rel.journaled THEN
-            IF rel.tgfoid IS DISTINCT FROM 'walfill.journal_truncate()'::pg_catalog.regprocedure
-               OR rel.tgenabled <> 'A' THEN
-                PERFORM walfill.journal_attach(rel.oid);
-            END IF;
-        ELSIF rel.tgfoid IS NOT NULL THEN
-            left_journal := left_journal || rel.oid;
-            PERFORM walfill.journal_detach(rel.oid);
-        END IF;
-    END LOOP;
-    RETURN left_journal;
-END
-$fn$;
-
 -- The ddl_command_end event trigger.
 CREATE FUNCTION walfill.journal_ddl() RETURNS event_trigger
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
@@ -288,28 +187,20 @@ DECLARE
     failure text;
 BEGIN
     BEGIN
-        IF walfill.journal_nested() THEN
-            RETURN;
-        END IF;
         rels := walfill.journal_ddl_targets();
+        -- An unlogged table is not journaled: one an ALTER TABLE made
+        -- unlogged leaves the journal (naming one that was unlogged before
+        -- is harmless).
+        IF TG_TAG = 'ALTER TABLE' THEN
+            left_journal := ARRAY(SELECT c.oid FROM pg_catalog.pg_class c
+                                   WHERE c.oid = ANY (rels) AND c.relpersistence = 'u');
+        END IF;
+        IF rels IS NOT NULL THEN
+            doc := walfill.journal_message('ddl', TG_TAG, rels, left_journal);
+        END IF;
     EXCEPTION WHEN OTHERS THEN
         failure := SQLERRM;
     END;
-    IF failure IS NULL AND rels IS NULL THEN
-        RETURN;
-    END IF;
-    IF failure IS NULL THEN
-        BEGIN
-            left_journal := walfill.journal_maintain(rels);
-        EXCEPTION WHEN OTHERS THEN
-            failure := 'attaching the truncate trigger: ' || SQLERRM;
-        END;
-        BEGIN
-            doc := walfill.journal_message('ddl', TG_TAG, rels, left_journal);
-        EXCEPTION WHEN OTHERS THEN
-            failure := concat_ws('; ', failure, SQLERRM);
-        END;
-    END IF;
     IF doc IS NOT NULL THEN
         PERFORM pg_logical_emit_message(true, 'walfill.journal', doc);
     END IF;
@@ -336,9 +227,6 @@ DECLARE
     failure text;
 BEGIN
     BEGIN
-        IF walfill.journal_nested() THEN
-            RETURN;
-        END IF;
         targets := walfill.journal_drop_targets(TG_TAG);
         doc := walfill.journal_message('ddl', TG_TAG, targets.changed, targets.dropped);
     EXCEPTION WHEN OTHERS THEN
@@ -355,36 +243,6 @@ BEGIN
                 failure, SQLERRM;
         END;
     END IF;
-END
-$fn$;
-
--- The statement-level AFTER TRUNCATE trigger: the table's new relfilenode.
-CREATE OR REPLACE FUNCTION walfill.journal_truncate() RETURNS trigger
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-SET jit = off
-AS $fn$
-DECLARE
-    doc text;
-    failure text;
-BEGIN
-    BEGIN
-        doc := walfill.journal_message('truncate', 'TRUNCATE', ARRAY[TG_RELID], NULL);
-    EXCEPTION WHEN OTHERS THEN
-        failure := SQLERRM;
-    END;
-    IF doc IS NOT NULL THEN
-        PERFORM pg_logical_emit_message(true, 'walfill.journal', doc);
-    END IF;
-    IF failure IS NOT NULL THEN
-        BEGIN
-            PERFORM walfill.journal_failed(failure, ARRAY[TG_RELID]);
-        EXCEPTION WHEN OTHERS THEN
-            RAISE WARNING 'walfill catalog journal: %; reporting it failed too: %',
-                failure, SQLERRM;
-        END;
-    END IF;
-    RETURN NULL;
 END
 $fn$;
 
@@ -412,12 +270,11 @@ BEGIN
 END
 $fn$;
 
--- Journals every table (one `setup` message per table, in relid order),
--- attaches the truncate triggers and records the install as an anchor (an
--- LSN before every message, from which decoding finds every table described).
--- Returns the number of tables journaled, of triggers attached, and the LSN
--- of the last message (NULL with no table).
-CREATE FUNCTION walfill.journal_setup(OUT tables integer, OUT attached integer, OUT last_lsn pg_lsn)
+-- Journals every table (one `setup` message per table, in relid order) and
+-- records the install as an anchor (an LSN before every message, from which
+-- decoding finds every table described). Returns the number of tables
+-- journaled and the LSN of the last message (NULL with no table).
+CREATE FUNCTION walfill.journal_setup(OUT tables integer, OUT last_lsn pg_lsn)
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 SET jit = off
@@ -426,19 +283,12 @@ DECLARE
     rel record;
 BEGIN
     tables := 0;
-    attached := 0;
     INSERT INTO walfill.journal_anchors (lsn, event)
     VALUES (pg_catalog.pg_current_wal_insert_lsn(), 'setup')
     ON CONFLICT DO NOTHING;
     FOR rel IN
-        SELECT c.oid, c.relkind
-          FROM walfill.journal_tables() AS j(oid)
-          JOIN pg_catalog.pg_class c ON c.oid = j.oid
-         ORDER BY c.oid
+        SELECT j.oid FROM walfill.journal_tables() AS j(oid) ORDER BY j.oid
     LOOP
-        IF rel.relkind IN ('r', 'p') AND walfill.journal_attach(rel.oid) THEN
-            attached := attached + 1;
-        END IF;
         last_lsn := pg_logical_emit_message(
             true, 'walfill.journal',
             walfill.journal_message('setup', 'SETUP', ARRAY[rel.oid], NULL));
@@ -450,7 +300,7 @@ $fn$;
 
 -- Journals again every table whose files are not among those the journal
 -- recorded for it: CLUSTER and VACUUM FULL give a table new files without
--- firing any trigger (and a TRUNCATE's or a rewrite's own message is not
+-- firing any trigger (and neither a TRUNCATE nor a rewrite's own message is
 -- recorded here, so such a table is described once more, harmlessly). Each
 -- table (not a materialized view) is locked (ACCESS SHARE, waiting at most
 -- `wait`) before it is described, so that no rewrite commits between the

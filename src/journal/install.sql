@@ -5,8 +5,8 @@ CREATE SCHEMA IF NOT EXISTS walfill;
 DROP EVENT TRIGGER IF EXISTS walfill_journal_ddl;
 DROP EVENT TRIGGER IF EXISTS walfill_journal_drop;
 
--- Every journal function goes, to be created afresh, except the truncate
--- trigger's: the triggers on the tables depend on it, so it is replaced.
+-- Every journal function goes, to be created afresh (old_triggers.sql ran
+-- first).
 DO $do$
 DECLARE
     f regprocedure;
@@ -16,7 +16,6 @@ BEGIN
           FROM pg_catalog.pg_proc p
           JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
          WHERE n.nspname = 'walfill' AND p.proname LIKE 'journal\_%'
-           AND p.proname <> 'journal_truncate'
     LOOP
         EXECUTE format('DROP FUNCTION %s', f);
     END LOOP;

@@ -7,12 +7,15 @@
 //! of the source database:
 //!
 //! - an event trigger on `ddl_command_end` that journals every table a
-//!   statement created or changed (and attaches the truncate trigger to new
-//!   tables), and one on `sql_drop` that lists dropped tables;
-//! - a statement-level `AFTER TRUNCATE` trigger on every journaled table
-//!   (`TRUNCATE` fires no event trigger, and gives the table a new
-//!   relfilenode);
+//!   statement created or changed, and one on `sql_drop` that lists dropped
+//!   tables;
 //! - one `setup` message per table, in the install's transaction.
+//!
+//! Nothing is attached to the user's tables. `TRUNCATE` fires no event
+//! trigger and gives each table it empties new files: the decoder follows it
+//! from the WAL alone (its heap record names the tables, and their new files
+//! are created just before it). Earlier versions attached an `AFTER
+//! TRUNCATE` trigger to every table; installing this one removes them.
 //!
 //! Each message is a transactional logical message with prefix [`PREFIX`], so
 //! it lands in the transaction of the statement that caused it and the decoder
@@ -26,12 +29,13 @@
 //! The content is one line of JSON:
 //!
 //! ```text
-//! {"v":1,"event":"setup"|"ddl"|"truncate","tag":"ALTER TABLE",
+//! {"v":1,"event":"setup"|"ddl"|"files"|"truncate","tag":"ALTER TABLE",
 //!  "relations":[<relation>...],"dropped":[<relid>...]}
 //! ```
 //!
-//! `tag` is the statement's command tag (`SETUP` and `TRUNCATE` for the other
-//! two events). A `relation` is `{"relid","schema","name","kind" ("r", "p" or
+//! `tag` is the statement's command tag (`SETUP`, `FILES` for the other two
+//! events; archives written by earlier versions also hold `truncate`
+//! messages, tag `TRUNCATE`, from their truncate triggers). A `relation` is `{"relid","schema","name","kind" ("r", "p" or
 //! "m"),"persistence" ("p"),"spc","relfilenode" (null for "p"),
 //! "toast_relfilenode","toast_spc","replident","key","attrs","types"}`; every
 //! attribute with attnum > 0 is in `attrs`, dropped ones included, with its
@@ -59,13 +63,8 @@
 //! with prefix [`ERROR_PREFIX`] (`{"v":1,"error":"...","relids":[...]}`) and a
 //! `WARNING`, and the user's statement goes on. The message is built inside an
 //! exception block but written outside it, so a statement costs no
-//! subtransaction ID (creating a table costs one, for its trigger). The
-//! journal's own DDL (the `CREATE TRIGGER` on a new table) runs with
-//! `session_replication_role = replica`, so the user's own event triggers do
-//! not see it. Two differences remain visible to them: an event trigger the
-//! user enabled `ALWAYS` (or `REPLICA`) does see that `CREATE TRIGGER`, and
-//! `pg_event_trigger_dropped_objects()` lists the journal's truncate trigger
-//! among the objects of a dropped table.
+//! subtransaction ID. The journal runs no DDL of its own and adds nothing to
+//! the user's tables: no statement sees it, and none behaves differently.
 //!
 //! # What the journal cannot see
 //!
@@ -97,9 +96,6 @@ pub const ERROR_PREFIX: &str = "walfill.journal.error";
 /// The version of the message format, the `v` of every message.
 pub const FORMAT_VERSION: u32 = 1;
 
-/// The name of the truncate trigger on every journaled table.
-pub const TRUNCATE_TRIGGER: &str = "walfill_journal_truncate";
-
 /// The names of the journal's event triggers (`ddl_command_end`, `sql_drop`).
 pub const EVENT_TRIGGERS: [&str; 2] = ["walfill_journal_ddl", "walfill_journal_drop"];
 
@@ -111,14 +107,21 @@ const JOURNAL_SQL: &str = include_str!("journal.sql");
 const HANDLERS_SQL: &str = include_str!("handlers.sql");
 const EVENTS_SQL: &str = include_str!("events.sql");
 const UNINSTALL_SQL: &str = include_str!("uninstall.sql");
+const OLD_TRIGGERS_SQL: &str = include_str!("old_triggers.sql");
+
+/// Counts the truncate triggers earlier versions attached to tables.
+const COUNT_OLD_TRIGGERS_SQL: &str = "SELECT count(*) FROM pg_catalog.pg_trigger t
+      JOIN pg_catalog.pg_proc p ON p.oid = t.tgfoid
+      JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
+     WHERE n.nspname = 'walfill' AND p.proname = 'journal_truncate'";
 
 /// What [`install`] did.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct InstallReport {
     /// Tables journaled, one `setup` message each.
     pub tables: u64,
-    /// Truncate triggers attached (tables that lacked one).
-    pub triggers_attached: u64,
+    /// Truncate triggers of an earlier version removed.
+    pub old_triggers_removed: u64,
     /// The LSN of the last `setup` message; `None` when there is no table.
     pub setup_lsn: Option<Lsn>,
     /// The fingerprint of the installed journal (see [`fingerprint`]).
@@ -126,12 +129,13 @@ pub struct InstallReport {
 }
 
 /// Installs the catalog journal in the source, or replaces it: functions and
-/// event triggers afresh, a truncate trigger on every journaled table that
-/// lacks one, and one `setup` message per table, all in one transaction.
+/// event triggers afresh (the truncate triggers of earlier versions removed)
+/// and one `setup` message per table, all in one transaction.
 ///
 /// Needs a superuser (event triggers do); fails with [`Error::Problems`] and
-/// the fix otherwise. Waits at most 10 s for the lock on each table that gets
-/// a trigger. Run it outside of a transaction: it commits its own.
+/// the fix otherwise. Waits at most 10 s for the lock on each table that
+/// loses an earlier version's trigger. Run it outside of a transaction: it
+/// commits its own.
 pub async fn install(source: &Client) -> Result<InstallReport> {
     let problems = preflight(source, "setup").await?;
     if !problems.is_empty() {
@@ -139,7 +143,7 @@ pub async fn install(source: &Client) -> Result<InstallReport> {
     }
     let fingerprint = fingerprint();
     let sql = format!(
-        "{INSTALL_SQL}\n{JOURNAL_SQL}\n{HANDLERS_SQL}\n{}\n{EVENTS_SQL}",
+        "{OLD_TRIGGERS_SQL}\n{INSTALL_SQL}\n{JOURNAL_SQL}\n{HANDLERS_SQL}\n{}\n{EVENTS_SQL}",
         version_function(&fingerprint)
     );
     let report = in_transaction(source, async {
@@ -147,19 +151,23 @@ pub async fn install(source: &Client) -> Result<InstallReport> {
             .batch_execute(&format!("SET LOCAL lock_timeout = '{LOCK_TIMEOUT}'"))
             .await
             .map_err(|e| failed("installing the catalog journal", e))?;
+        let old_triggers: i64 = source
+            .query_one(COUNT_OLD_TRIGGERS_SQL, &[])
+            .await
+            .map_err(|e| failed("looking for an earlier version's truncate triggers", e))?
+            .get(0);
         source
             .batch_execute(&sql)
             .await
             .map_err(|e| failed("installing the catalog journal", e))?;
         let row = source
             .query_one(
-                "SELECT tables::bigint, attached::bigint, last_lsn::text
-                   FROM walfill.journal_setup()",
+                "SELECT tables::bigint, last_lsn::text FROM walfill.journal_setup()",
                 &[],
             )
             .await
-            .map_err(|e| failed("journaling every table and attaching truncate triggers", e))?;
-        let setup_lsn = match row.get::<_, Option<String>>(2) {
+            .map_err(|e| failed("journaling every table", e))?;
+        let setup_lsn = match row.get::<_, Option<String>>(1) {
             Some(text) => Some(text.parse::<Lsn>().map_err(|e| {
                 Error::Internal(format!(
                     "the server returned an unreadable LSN {text:?}: {e}"
@@ -169,7 +177,7 @@ pub async fn install(source: &Client) -> Result<InstallReport> {
         };
         Ok(InstallReport {
             tables: u64::try_from(row.get::<_, i64>(0)).unwrap_or(0),
-            triggers_attached: u64::try_from(row.get::<_, i64>(1)).unwrap_or(0),
+            old_triggers_removed: u64::try_from(old_triggers).unwrap_or(0),
             setup_lsn,
             fingerprint: fingerprint.clone(),
         })
@@ -177,15 +185,15 @@ pub async fn install(source: &Client) -> Result<InstallReport> {
     .await?;
     tracing::info!(
         tables = report.tables,
-        triggers_attached = report.triggers_attached,
+        old_triggers_removed = report.old_triggers_removed,
         setup_lsn = %report.setup_lsn.map(|l| l.to_string()).unwrap_or_else(|| "none".into()),
         "catalog journal installed"
     );
     Ok(report)
 }
 
-/// Removes the catalog journal from the source: its event triggers, the
-/// truncate trigger of every table, its functions, and the schema `walfill`
+/// Removes the catalog journal from the source: its event triggers (and the
+/// truncate triggers of an earlier version), its functions, and the schema `walfill`
 /// when nothing else is in it (walfill's state tables, when source and
 /// destination are one database, stay untouched). Does nothing when the
 /// journal is not installed. Needs a superuser.
@@ -216,7 +224,7 @@ pub async fn uninstall(source: &Client) -> Result<()> {
             .await
             .map_err(|e| failed("removing the catalog journal", e))?;
         source
-            .batch_execute(UNINSTALL_SQL)
+            .batch_execute(&format!("{OLD_TRIGGERS_SQL}\n{UNINSTALL_SQL}"))
             .await
             .map_err(|e| failed("removing the catalog journal", e))
     })
@@ -280,8 +288,8 @@ async fn in_transaction<T>(
 fn failed(context: &str, source: tokio_postgres::Error) -> Error {
     let context = if source.code() == Some(&SqlState::LOCK_NOT_AVAILABLE) {
         format!(
-            "{context}: a table stayed locked for {LOCK_TIMEOUT} (adding or removing the \
-             journal's truncate trigger needs a brief lock on each table); fix: retry when no \
+            "{context}: a table stayed locked for {LOCK_TIMEOUT} (removing the truncate \
+             trigger an earlier walfill attached to it needs a brief lock); fix: retry when no \
              long transaction holds the table"
         )
     } else {

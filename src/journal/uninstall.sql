@@ -1,6 +1,6 @@
--- Removes the catalog journal: its event triggers, the truncate triggers on
--- every table, its functions, and the schema walfill when nothing else is in
--- it (walfill's state tables keep it). Runs in one transaction with
+-- Removes the catalog journal: its event triggers, the truncate triggers
+-- earlier versions attached to every table, its functions, and the schema
+-- walfill when nothing else is in it (walfill's state tables keep it). Runs in one transaction with
 -- search_path = pg_catalog, pg_temp.
 DROP EVENT TRIGGER IF EXISTS walfill_journal_ddl;
 DROP EVENT TRIGGER IF EXISTS walfill_journal_drop;
@@ -8,18 +8,8 @@ DROP TABLE IF EXISTS walfill.journal_anchors, walfill.journal_files;
 
 DO $do$
 DECLARE
-    t record;
     f regprocedure;
 BEGIN
-    FOR t IN
-        SELECT tg.tgrelid::regclass AS rel, tg.tgname
-          FROM pg_catalog.pg_trigger tg
-          JOIN pg_catalog.pg_proc p ON p.oid = tg.tgfoid
-          JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
-         WHERE n.nspname = 'walfill' AND p.proname = 'journal_truncate'
-    LOOP
-        EXECUTE format('DROP TRIGGER %I ON %s', t.tgname, t.rel);
-    END LOOP;
     FOR f IN
         SELECT p.oid::regprocedure
           FROM pg_catalog.pg_proc p

@@ -96,6 +96,13 @@ pub async fn setup(config: &Config) -> Result<()> {
             "catalog journal installed in the source: {} table(s) described",
             report.tables
         )?;
+        if report.old_triggers_removed > 0 {
+            crate::say!(
+                "removed the truncate trigger an earlier walfill attached to {} table(s): \
+                 TRUNCATE is now followed from the WAL",
+                report.old_triggers_removed
+            )?;
+        }
     } else if config.archive.is_some() {
         journal::record_moved_files(&source).await;
     }

@@ -7,7 +7,8 @@ use walfill::journal;
 use super::{check, install, relid, relids, try_install, try_uninstall, with_client, Role, Slot};
 use crate::support::TestDb;
 
-/// Counts of the journal's objects: event triggers, truncate triggers,
+/// Counts of the journal's objects: event triggers, truncate triggers (of
+/// earlier versions),
 /// functions in schema walfill, and whether the schema exists.
 fn leftovers(db: &TestDb) -> (i64, i64, i64, bool) {
     let row = db
@@ -38,7 +39,7 @@ fn install_check_reinstall_and_uninstall() {
 
     let slot = Slot::create(&db);
     let first = install(&db);
-    assert_eq!((first.tables, first.triggers_attached), (2, 2));
+    assert_eq!((first.tables, first.old_triggers_removed), (2, 0));
     assert_eq!(first.fingerprint, journal::fingerprint());
     assert!(first.setup_lsn.is_some());
     assert_eq!(slot.journal().len(), 2, "one setup message per table");
@@ -46,28 +47,24 @@ fn install_check_reinstall_and_uninstall() {
 
     // Reinstalling replaces everything and journals every table again.
     let second = install(&db);
-    assert_eq!((second.tables, second.triggers_attached), (2, 0));
+    assert_eq!((second.tables, second.old_triggers_removed), (2, 0));
     assert!(second.setup_lsn > first.setup_lsn);
     let setup = slot.journal();
     assert_eq!(setup.len(), 2);
     assert!(setup.iter().all(|m| m.content["event"] == json!("setup")));
     assert_eq!(leftovers(&db).0, 2, "two event triggers, not four");
-    assert_eq!(leftovers(&db).1, 2, "one truncate trigger per table");
+    assert_eq!(leftovers(&db).1, 0, "nothing attached to the tables");
 
     // check names what is wrong, and reinstalling repairs it.
     db.exec(
-        "DROP TRIGGER walfill_journal_truncate ON b;
-         ALTER EVENT TRIGGER walfill_journal_drop DISABLE;
+        "ALTER EVENT TRIGGER walfill_journal_drop DISABLE;
          CREATE OR REPLACE FUNCTION walfill.journal_version() RETURNS text
              LANGUAGE sql AS $$ SELECT 'v1-0000000000000000'::text $$;",
     );
     let problems = check(&db.url());
-    assert_eq!(problems.len(), 3, "{problems:#?}");
+    assert_eq!(problems.len(), 2, "{problems:#?}");
     assert!(problems.iter().any(|p| p.contains("outdated")));
     assert!(problems.iter().any(|p| p.contains("walfill_journal_drop")));
-    assert!(problems
-        .iter()
-        .any(|p| p.contains("1 journaled table lacks") && p.contains(" b;")));
     slot.changes();
     install(&db);
     assert_eq!(check(&db.url()), Vec::<String>::new());
@@ -91,6 +88,29 @@ fn install_check_reinstall_and_uninstall() {
     assert!(problems[0].contains("not installed"), "{problems:?}");
     // Uninstalling twice is fine.
     try_uninstall(&db.url()).expect("uninstalling again");
+}
+
+/// Installing over an earlier version removes the truncate trigger it
+/// attached to every table: nothing of the journal stays on a table.
+#[test]
+fn install_removes_an_earlier_versions_truncate_triggers() {
+    let db = TestDb::new("journal_upgrade");
+    db.exec(
+        "CREATE TABLE a (id int PRIMARY KEY); CREATE TABLE b (x text);
+         CREATE SCHEMA walfill;
+         CREATE FUNCTION walfill.journal_truncate() RETURNS trigger LANGUAGE plpgsql
+             AS $$ BEGIN RETURN NULL; END $$;
+         CREATE TRIGGER walfill_journal_truncate AFTER TRUNCATE ON a
+             FOR EACH STATEMENT EXECUTE FUNCTION walfill.journal_truncate();
+         CREATE TRIGGER walfill_journal_truncate AFTER TRUNCATE ON b
+             FOR EACH STATEMENT EXECUTE FUNCTION walfill.journal_truncate();",
+    );
+    assert_eq!(leftovers(&db).1, 2);
+    let report = install(&db);
+    assert_eq!((report.tables, report.old_triggers_removed), (2, 2));
+    assert_eq!(leftovers(&db).1, 0, "the old triggers are gone");
+    assert_eq!(check(&db.url()), Vec::<String>::new());
+    db.exec("TRUNCATE a, b");
 }
 
 /// walfill's state tables share schema walfill when source and destination

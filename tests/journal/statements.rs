@@ -138,6 +138,12 @@ pub(super) fn battery(role: &str) -> Vec<String> {
         "INSERT INTO base (id, title, m, n) VALUES (10, 'Ten', 'happy', 10)",
         "TRUNCATE ONLY base RESTART IDENTITY",
         "INSERT INTO base (id, title, m, n) VALUES (11, 'Eleven', 'fine', 11)",
+        // An empty table turned into a view (PostgreSQL 15 allows it only
+        // for a table without triggers).
+        "CREATE TABLE becomes_view (id int, title text)",
+        "CREATE RULE \"_RETURN\" AS ON SELECT TO becomes_view DO INSTEAD
+             SELECT id, title FROM base",
+        "SELECT count(*) FROM becomes_view",
         // DDL in DO blocks and functions, with and without exception handlers.
         "DO $$ BEGIN
              EXECUTE 'CREATE TABLE from_do (a int)';
