@@ -6,12 +6,16 @@
 # `walfill decode --format test_decoding` of the archived WAL is compared
 # with what the slot prints, table by table.
 #
-#   scripts/regress-oracle.sh [--tests N] [--check]
+#   scripts/regress-oracle.sh [--tests N] [--check] [--outcomes]
 #
 #   --tests N   only the first N files of the schedule (default: all)
 #   --check     exit 1 when a table differs, other than the tables with a
 #               column whose text needs catalog lookups the journal does not
-#               record (the reg* types, aclitem: see the README)
+#               record (the reg* types, aclitem: see the README), or (with
+#               --outcomes) when a statement's outcome differs
+#   --outcomes  also run the files in a database without the journal and
+#               compare every statement's errors: the journal must change
+#               no statement's outcome
 #   WALFILL_BIN=path  decode with this walfill binary instead of building
 #               a release one
 #
@@ -26,10 +30,12 @@ cd "$WALFILL_ROOT"
 
 limit=0
 check=""
+outcomes=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --tests) limit="$2"; shift 2 ;;
     --check) check=1; shift ;;
+    --outcomes) outcomes=1; shift ;;
     *) die "unknown argument $1 (see the comment at the top of $0)" ;;
   esac
 done
@@ -103,16 +109,24 @@ from="$(pg_psql -d "$DB" -At -c "SELECT confirmed_flush_lsn FROM pg_replication_
 mapfile -t tests < <(sed -n 's/^test: //p' "$regress/parallel_schedule" | tr ' ' '\n' | sed '/^$/d')
 [ "$limit" -gt 0 ] && tests=("${tests[@]:0:$limit}")
 mkdir -p "$OUT/results" "$OUT/testtablespace"
+# The suite's server-side COPY and large-object files land in results/, and
+# its tablespace in testtablespace/: both the server's to write.
+[ "$(id -u)" != 0 ] || chown -R postgres:postgres "$OUT"
 export PG_ABS_SRCDIR="$regress" PG_ABS_BUILDDIR="$OUT" PG_LIBDIR="$OUT" PG_DLSUFFIX=".so"
 export PGPASSWORD="$WALFILL_PG_PASSWORD" PGTZ=PST8PDT PGDATESTYLE="Postgres, MDY"
+# run_suite DB DIR: runs the files in database DB, outputs into DIR.
+run_suite() {
+  local t
+  for t in "${tests[@]}"; do
+    [ -f "$regress/sql/$t.sql" ] || continue
+    psql -X -q -h 127.0.0.1 -p "$WALFILL_PG_PORT" -U "$WALFILL_PG_SUPERUSER" -d "$1" \
+      -v HIDE_TABLEAM=on -v HIDE_TOAST_COMPRESSION=on \
+      -f "$regress/sql/$t.sql" >"$2/$t.out" 2>&1 || true
+  done
+}
 log "running ${#tests[@]} files of the regression suite"
 started=$SECONDS
-for t in "${tests[@]}"; do
-  [ -f "$regress/sql/$t.sql" ] || continue
-  psql -X -q -h 127.0.0.1 -p "$WALFILL_PG_PORT" -U "$WALFILL_PG_SUPERUSER" -d "$DB" \
-    -v HIDE_TABLEAM=on -v HIDE_TOAST_COMPRESSION=on \
-    -f "$regress/sql/$t.sql" >"$OUT/results/$t.out" 2>&1 || true
-done
+run_suite "$DB" "$OUT/results"
 log "suite done in $((SECONDS - started)) s"
 # CLUSTER and VACUUM FULL moved tables' files without a journal message:
 # any walfill command that connects to the source journals them.
@@ -164,8 +178,48 @@ grep -E '\[(reg[a-z]+|aclitem)(\[\])?\]:' "$OUT/slot.txt" |
 LC_ALL=C comm -23 "$OUT/differing.txt" "$OUT/needs-catalog.txt" >"$OUT/unexplained.txt"
 echo "regress-oracle: differing tables whose columns need the catalog (reg*, aclitem): $(LC_ALL=C comm -12 "$OUT/differing.txt" "$OUT/needs-catalog.txt" | wc -l)"
 echo "regress-oracle: other differing tables: $(wc -l <"$OUT/unexplained.txt")"
+failed=""
 if [ -n "$check" ] && [ -s "$OUT/unexplained.txt" ]; then
   echo "regress-oracle: these tables differ from test_decoding:" >&2
   head -20 "$OUT/unexplained.txt" >&2
-  exit 1
+  failed=1
 fi
+
+# The same files in a database without the journal: every statement's
+# errors (by file and line; numbers, which hold OIDs, and the database's
+# name left out) must be the same.
+if [ -n "$outcomes" ]; then
+  PLAIN=walfill_regress_plain
+  fresh_bench_db "$PLAIN"
+  [ -n "${KEEP:-}" ] || trap 'cleanup_slot; drop_bench_db '"$PLAIN" EXIT
+  pg_psql -d postgres -q -c "ALTER DATABASE $PLAIN SET lc_messages = 'C'" >/dev/null
+  mkdir -p "$OUT/results-plain"
+  log "running the files again in a database without the journal"
+  export PGTZ=PST8PDT PGDATESTYLE="Postgres, MDY"
+  run_suite "$PLAIN" "$OUT/results-plain"
+  unset PGTZ PGDATESTYLE
+  errors() {
+    sed -n -E 's/^psql:[^:]*:([0-9]+): (ERROR|FATAL|PANIC): +(.*)$/\1 \2 \3/p' "$1" |
+      sed -E "s/$DB|$PLAIN/DB/g; s/[0-9]+/N/g"
+  }
+  : >"$OUT/outcomes.txt"
+  for t in "${tests[@]}"; do
+    [ -f "$OUT/results/$t.out" ] || continue
+    if ! diff <(errors "$OUT/results/$t.out") <(errors "$OUT/results-plain/$t.out") \
+      >"$OUT/outcome-$t.diff"; then
+      echo "$t" >>"$OUT/outcomes.txt"
+    else
+      rm -f "$OUT/outcome-$t.diff"
+    fi
+  done
+  statements="$(cat "$OUT"/results/*.out | grep -c -E '^psql:[^:]*:[0-9]+: ERROR' || true)"
+  echo "regress-oracle: files whose statements' errors differ without the journal: $(wc -l <"$OUT/outcomes.txt") ($statements errors with it)"
+  if [ -s "$OUT/outcomes.txt" ]; then
+    for t in $(cat "$OUT/outcomes.txt"); do
+      echo "--- $t (< with the journal, > without)" >&2
+      head -10 "$OUT/outcome-$t.diff" >&2
+    done
+    [ -n "$check" ] && failed=1
+  fi
+fi
+[ -z "$failed" ] || exit 1

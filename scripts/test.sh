@@ -33,7 +33,7 @@ if cargo nextest --version >/dev/null 2>&1; then
   if [ $# -eq 0 ]; then
     log "the first $REGRESS_FILES files of PostgreSQL's regression suite through the decoder oracle"
     WALFILL_BIN="$WALFILL_ROOT/target/debug/walfill" \
-      "$WALFILL_ROOT/scripts/regress-oracle.sh" --tests "$REGRESS_FILES" --check
+      "$WALFILL_ROOT/scripts/regress-oracle.sh" --tests "$REGRESS_FILES" --check --outcomes
   fi
 else
   cargo test --workspace --locked --no-fail-fast "$@"
