@@ -141,8 +141,10 @@ BEGIN
                FILTER (WHERE classid = 'pg_catalog.pg_class'::pg_catalog.regclass
                          AND objsubid = 0 AND NOT is_temporary
                          AND object_type IN ('table', 'materialized view')
-                         AND schema_name NOT IN ('pg_catalog', 'information_schema',
-                                                 'pg_toast', 'walfill')),
+                         AND (schema_name NOT IN ('pg_catalog', 'information_schema',
+                                                  'pg_toast', 'walfill')
+                              OR (schema_name IN ('pg_catalog', 'information_schema')
+                                  AND objid >= 16384))),
            array_agg(DISTINCT objid)
                FILTER (WHERE classid = 'pg_catalog.pg_class'::pg_catalog.regclass
                          AND objsubid > 0),

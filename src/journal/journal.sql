@@ -13,7 +13,10 @@
 -- Whether `rel` is journaled: a permanent ordinary table, partitioned table or
 -- materialized view outside the system schemas and walfill's own schema
 -- (whose tables are walfill's state, when source and destination are one
--- database). Keep in step with journal_tables and journal_relation.
+-- database). A table a user created in pg_catalog or information_schema
+-- (an OID from 16384, FirstNormalObjectId, on) is journaled: logical
+-- decoding prints its changes like any other table's. Keep in step with
+-- journal_tables and journal_relation.
 CREATE FUNCTION walfill.journal_is_journaled(rel oid) RETURNS boolean
 LANGUAGE plpgsql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -28,7 +31,8 @@ BEGIN
              WHERE c.oid = rel
                AND c.relkind IN ('r', 'p', 'm')
                AND c.relpersistence = 'p'
-               AND n.nspname NOT IN ('pg_catalog', 'information_schema', 'pg_toast', 'walfill')));
+               AND (n.nspname NOT IN ('pg_catalog', 'information_schema', 'pg_toast', 'walfill')
+                    OR (n.nspname IN ('pg_catalog', 'information_schema') AND c.oid >= 16384))));
 END
 $fn$;
 
@@ -45,7 +49,8 @@ BEGIN
       JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
      WHERE c.relkind IN ('r', 'p', 'm')
        AND c.relpersistence = 'p'
-       AND n.nspname NOT IN ('pg_catalog', 'information_schema', 'pg_toast', 'walfill')
+       AND (n.nspname NOT IN ('pg_catalog', 'information_schema', 'pg_toast', 'walfill')
+            OR (n.nspname IN ('pg_catalog', 'information_schema') AND c.oid >= 16384))
      ORDER BY c.oid;
 END
 $fn$;
@@ -230,8 +235,10 @@ BEGIN
                  WHERE c.oid = rel
                    AND c.relkind IN ('r', 'p', 'm')
                    AND c.relpersistence = 'p'
-                   AND n.nspname NOT IN ('pg_catalog', 'information_schema', 'pg_toast',
-                                         'walfill')) AS r);
+                   AND (n.nspname NOT IN ('pg_catalog', 'information_schema', 'pg_toast',
+                                          'walfill')
+                        OR (n.nspname IN ('pg_catalog', 'information_schema')
+                            AND c.oid >= 16384))) AS r);
 END
 $fn$;
 

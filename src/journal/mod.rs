@@ -54,7 +54,9 @@
 //! Journaled are permanent ordinary tables, partitioned tables and
 //! materialized views outside `pg_catalog`, `information_schema`, `pg_toast`
 //! and `walfill` (walfill's own state, when source and destination are one
-//! database). A table that becomes unlogged leaves the journal through
+//! database), and those a user created in `pg_catalog` or
+//! `information_schema` (OID 16384 or more: logical decoding prints their
+//! changes too). A table that becomes unlogged leaves the journal through
 //! `dropped`; one that becomes logged again reappears in `relations`.
 //!
 //! # Never breaking a statement

@@ -203,3 +203,33 @@ fn a_composite_changed_after_create_table_as() {
     );
     o.assert_same(&[]);
 }
+
+/// A table a user created in `pg_catalog` is no catalog to logical decoding
+/// (its OID is a user's): its changes print like any table's, and the
+/// journal describes it, also once it is dropped.
+#[test]
+fn a_users_table_in_pg_catalog_decodes_like_the_slot() {
+    let db = TestDb::new("oracle_in_pg_catalog");
+    crate::journal::install(&db);
+    let o = Oracle::on(db);
+    o.db.exec(
+        "SET allow_system_table_mods = on;
+         CREATE TABLE pg_catalog.users_own (id int PRIMARY KEY, v text);
+         INSERT INTO pg_catalog.users_own VALUES (1, 'one'), (2, 'two');",
+    );
+    o.db.exec(
+        "UPDATE pg_catalog.users_own SET v = 'uno' WHERE id = 1;
+         DELETE FROM pg_catalog.users_own WHERE id = 2;
+         SET allow_system_table_mods = on;
+         DROP TABLE pg_catalog.users_own;",
+    );
+    let out = o.assert_same(&[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("warning"), "{stderr}");
+    assert!(
+        o.expected()
+            .text
+            .contains("table pg_catalog.users_own: UPDATE: id[integer]:1 v[text]:'uno'"),
+        "the slot did not print the update"
+    );
+}
