@@ -175,7 +175,7 @@ pub fn wait_server_archived(db: &TestDb, lsn: Lsn) {
     let started = Instant::now();
     loop {
         let done = db.value(&format!(
-            "SELECT coalesce(last_archived_wal >= pg_walfile_name('{lsn}'), false) FROM pg_stat_archiver"
+            "SELECT coalesce(last_archived_wal >= pg_walfile_name('{lsn}'::pg_lsn - 1), false) FROM pg_stat_archiver"
         ));
         if done.as_deref() == Some("true") {
             return;

@@ -103,7 +103,7 @@ impl Oracle {
         let started = Instant::now();
         loop {
             let done = self.db.value(&format!(
-                "SELECT coalesce(last_archived_wal >= pg_walfile_name('{to}'), false) FROM pg_stat_archiver"
+                "SELECT coalesce(last_archived_wal >= pg_walfile_name('{to}'::pg_lsn - 1), false) FROM pg_stat_archiver"
             ));
             if done.as_deref() == Some("true") {
                 break;

@@ -3,6 +3,7 @@
 use std::io::Write;
 
 use super::Oracle;
+use crate::support::TestDb;
 
 /// Single- and multi-statement transactions, savepoints rolled back,
 /// aborted transactions, key changes, deletes with and without a key, and
@@ -88,12 +89,16 @@ fn every_supported_type() {
 /// FULL with TOASTed values.
 #[test]
 fn compressed_and_toasted_values() {
-    let o = Oracle::new(
-        "oracle_toast",
-        "CREATE TABLE doc (id int PRIMARY KEY, p text, l text COMPRESSION lz4, j jsonb, x text, n int);
+    let db = TestDb::new("oracle_toast");
+    // Servers built without lz4 (the 16-18 the tests install) compress
+    // that column with pglz too.
+    let lz4 = if db.supports_lz4() { "lz4" } else { "pglz" };
+    db.exec(&format!(
+        "CREATE TABLE doc (id int PRIMARY KEY, p text, l text COMPRESSION {lz4}, j jsonb, x text, n int);
          CREATE TABLE doc_full (id int PRIMARY KEY, body text, n int);
-         ALTER TABLE doc_full REPLICA IDENTITY FULL;",
-    );
+         ALTER TABLE doc_full REPLICA IDENTITY FULL;"
+    ));
+    let o = Oracle::on(db);
     o.db.exec(
         "INSERT INTO doc
          SELECT g, repeat('compressible ' || g, 300), repeat('lz4 text ' || g, 400),

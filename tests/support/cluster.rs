@@ -129,6 +129,23 @@ impl TestDb {
         }
     }
 
+    /// The server's major version (15, 16, ...).
+    pub fn major(&self) -> u32 {
+        self.value("SELECT current_setting('server_version_num')::int / 10000")
+            .and_then(|v| v.parse().ok())
+            .expect("the server's version")
+    }
+
+    /// Whether the server was built with lz4 (`COMPRESSION lz4`).
+    pub fn supports_lz4(&self) -> bool {
+        self.value(
+            "SELECT 'lz4' = ANY (enumvals) FROM pg_settings
+              WHERE name = 'default_toast_compression'",
+        )
+        .as_deref()
+            == Some("true")
+    }
+
     /// The single value `sql` returns, as text.
     pub fn value(&self, sql: &str) -> Option<String> {
         let wrapped = format!("SELECT x::text FROM ({sql}) AS q(x)");

@@ -99,6 +99,10 @@ pub struct JournalMessage {
     /// (`CREATE TABLE AS`, `SELECT INTO`, `CREATE MATERIALIZED VIEW`): rows
     /// PostgreSQL's decoding prints, written before this message.
     pub fills: bool,
+    /// Whether the statement was `CREATE MATERIALIZED VIEW`: from
+    /// PostgreSQL 17 on it fills the view the way `REFRESH` does (into a
+    /// new file swapped in), rows PostgreSQL's decoding does not print.
+    pub matview: bool,
     /// What it changes.
     pub updates: Vec<JournalUpdate>,
 }
@@ -181,6 +185,7 @@ pub fn parse(content: &[u8], database: u32) -> Result<JournalMessage, String> {
     Ok(JournalMessage {
         creates,
         fills,
+        matview: message.tag == "CREATE MATERIALIZED VIEW",
         updates,
     })
 }

@@ -584,7 +584,8 @@ impl Decoder {
                 if m.transactional && prefix == JOURNAL_PREFIX {
                     match journal::parse(&m.payload, self.catalog.database) {
                         Ok(message) => {
-                            let fills = message.fills;
+                            let fills =
+                                message.fills && !(message.matview && major >= PgMajor::Pg17);
                             self.journal
                                 .message(top, record.xid, message, &self.catalog);
                             self.release_held(top, fills)?;
@@ -812,6 +813,7 @@ impl Decoder {
             let message = JournalMessage {
                 creates: false,
                 fills: false,
+                matview: false,
                 updates: out.moved.into_iter().map(JournalUpdate::Upsert).collect(),
             };
             self.journal.message(top, subxid, message, &self.catalog);
