@@ -4,9 +4,22 @@
 # wal_level=logical and WAL archiving, one with wal_level=replica for the
 # tests of what walfill refuses).
 #
-# Extra arguments go to `cargo nextest run` (e.g. a test name filter).
+# Then the decoder oracle and the replay and snapshot tests run again on
+# PostgreSQL 16, 17 and 18 (clusters of their own, from npm's embedded
+# PostgreSQL package); with --all-versions, every integration test does.
+#
+#   scripts/test.sh [--all-versions] [nextest arguments...]
+#
+# Extra arguments go to `cargo nextest run` (e.g. a test name filter), which
+# then runs on PostgreSQL 15 only.
 . "$(dirname "$0")/lib.sh"
 cd "$WALFILL_ROOT"
+
+all_versions=""
+if [ "${1:-}" = "--all-versions" ]; then
+  all_versions=1
+  shift
+fi
 
 "$WALFILL_ROOT/scripts/deps.sh"
 command -v cargo >/dev/null || die "cargo not found: install a Rust toolchain"
@@ -30,6 +43,27 @@ if cargo nextest --version >/dev/null 2>&1; then
   cargo nextest run --workspace --locked --no-fail-fast "$@"
   # nextest does not run doctests.
   cargo test --workspace --locked --doc
+  # The same tests on every other major version, against its own cluster.
+  if [ -n "$all_versions" ]; then
+    # All but three tests whose peers exist for PostgreSQL 15 only here:
+    # Debian's pgBackRest does not know 16-18's control files, npm's
+    # package has no pg_basebackup (for a standby), and the second cluster
+    # (another system identifier) is 15.
+    matrix="binary(integration) - test(replay_from_a_pgbackrest_repository)
+      - test(replay_follows_the_source_across_a_failover)
+      - test(c1_replay_refuses_the_archive_of_another_cluster)"
+  else
+    matrix="binary(integration) & (test(/^oracle::/) | test(/^replay::/) | test(/^snapshot::/))"
+  fi
+  [ $# -eq 0 ] || WALFILL_TEST_PG_MAJORS=""
+  for major in ${WALFILL_TEST_PG_MAJORS:-}; do
+    url="WALFILL_TEST_PG${major}_URL"
+    archive="WALFILL_TEST_PG${major}_ARCHIVE_URL"
+    log "PostgreSQL $major: $matrix"
+    WALFILL_TEST_PG_URL="${!url}" WALFILL_TEST_ARCHIVE_URL="${!archive}" \
+      WALFILL_PG_BINDIR="$("$WALFILL_ROOT/scripts/pg-dist.sh" "$major")" \
+      cargo nextest run --workspace --locked --no-fail-fast -E "$matrix"
+  done
   if [ $# -eq 0 ]; then
     log "the first $REGRESS_FILES files of PostgreSQL's regression suite through the decoder oracle"
     WALFILL_BIN="$WALFILL_ROOT/target/debug/walfill" \
