@@ -2,16 +2,39 @@
 # Decoding speed and memory of `walfill decode` next to PostgreSQL's own
 # logical decoding and pg_waldump, on the same archived WAL, in one run.
 #
-#   scripts/bench-decode.sh [ROWS] [SMALL_TRANSACTIONS]   (default 1000000 100000)
+#   scripts/bench-decode.sh [--pg MAJOR] [ROWS] [SMALL_TRANSACTIONS]
+#                                       (default 15, 1000000, 100000)
 #
 # Workload: a bulk load of ROWS rows in one transaction, then
 # SMALL_TRANSACTIONS small transactions of updates, deletes and inserts
-# (pgbench, 2 clients). Two slots made before it (test_decoding and
-# pgoutput) decode the same range with pg_recvlogical; pg_waldump reads the
-# same segments; walfill decodes them from the plain archive and from a
-# zstd-compressed copy, which is also timed decompressing alone with zstd.
+# (pgbench, 2 clients). Slots made before it decode the same range: with
+# test_decoding through the SQL interface (pg_logical_slot_get_changes),
+# and on PostgreSQL 15 also with pg_recvlogical (test_decoding, pgoutput);
+# pg_waldump (15 only) reads the same segments; walfill decodes them from
+# the plain archive and from a zstd-compressed copy, which is also timed
+# decompressing alone with zstd. --pg 16, 17 or 18 runs on that version's
+# cluster (the one scripts/test-env.sh starts, from npm's package, which
+# has no pg_recvlogical or pg_waldump).
 . "$(dirname "$0")/lib.sh"
 cd "$WALFILL_ROOT"
+
+MAJOR=15
+if [ "${1:-}" = "--pg" ]; then
+  MAJOR="$2"
+  shift 2
+fi
+# Client tools (psql, pgbench) are PostgreSQL 15's, which talk to any newer server.
+CLIENT="$(pg_bindir)"
+if [ "$MAJOR" != 15 ]; then
+  WALFILL_PG_HOME="$WALFILL_PG_HOME-$MAJOR"
+  WALFILL_PG_PORT=$((WALFILL_PG_PORT + MAJOR - 14))
+  WALFILL_PG_DATA="$WALFILL_PG_HOME/data"
+  WALFILL_PG_SOCKET="$WALFILL_PG_HOME/socket"
+  WALFILL_PG_ARCHIVE="$WALFILL_PG_HOME/archive"
+  WALFILL_PG_LOG="$WALFILL_PG_HOME/server.log"
+  WALFILL_PG_BINDIR="$("$WALFILL_ROOT/scripts/pg-dist.sh" "$MAJOR")"
+  export WALFILL_PG_HOME WALFILL_PG_PORT WALFILL_PG_BINDIR
+fi
 
 ROWS="${1:-1000000}"
 SMALL="${2:-100000}"
@@ -41,6 +64,7 @@ for round in $(seq 1 "$ROUNDS"); do
   pg_psql -d "$DB" -q <<SQL >/dev/null
 SELECT pg_create_logical_replication_slot('bench_td_$round', 'test_decoding');
 SELECT pg_create_logical_replication_slot('bench_po_$round', 'pgoutput');
+SELECT pg_create_logical_replication_slot('bench_sql_$round', 'test_decoding');
 SQL
 done
 restart="$(value "SELECT restart_lsn FROM pg_replication_slots WHERE slot_name = 'bench_td_1'")"
@@ -62,7 +86,7 @@ INSERT INTO accounts VALUES ($ROWS + :id + 1000000 * :client_id, 'new', 0, now()
     ON CONFLICT (id) DO NOTHING;
 COMMIT;
 SQL
-"$BIN/pgbench" -n "${conn[@]}" -c 2 -t $((SMALL / 2)) -f "$DIR/small.sql" "$DB" >/dev/null
+"$CLIENT/pgbench" -n "${conn[@]}" -c 2 -t $((SMALL / 2)) -f "$DIR/small.sql" "$DB" >/dev/null
 to="$(value "SELECT pg_current_wal_lsn()")"
 first="$(value "SELECT pg_walfile_name('$restart')")"
 last="$(value "SELECT pg_walfile_name('$to')")"
@@ -98,35 +122,42 @@ time_of() {
 }
 
 for round in $(seq 1 "$ROUNDS"); do
-  log "round $round of $ROUNDS: pg_recvlogical (test_decoding, pgoutput), pg_waldump, zstd -d, walfill decode (plain, zstd)"
-  time_of recv_td "$BIN/pg_recvlogical" "${conn[@]}" -d "$DB" --slot "bench_td_$round" --start --endpos "$to" -f - --no-loop
-  time_of recv_po "$BIN/pg_recvlogical" "${conn[@]}" -d "$DB" --slot "bench_po_$round" --start --endpos "$to" -f - --no-loop \
-    -o proto_version=1 -o publication_names=bench
-  time_of waldump "$BIN/pg_waldump" -p "$DIR/plain/wal" "$first" "$last"
-  time_of waldump_q "$BIN/pg_waldump" -q -p "$DIR/plain/wal" "$first" "$last"
+  log "round $round of $ROUNDS on PostgreSQL $MAJOR: the server's decoding, zstd -d, walfill decode (plain, zstd)"
+  time_of sql_td "$CLIENT/psql" -X -At "${conn[@]}" -d "$DB" \
+    -c "SELECT data FROM pg_logical_slot_get_changes('bench_sql_$round', '$to', NULL)"
+  if [ "$MAJOR" = 15 ]; then
+    time_of recv_td "$BIN/pg_recvlogical" "${conn[@]}" -d "$DB" --slot "bench_td_$round" --start --endpos "$to" -f - --no-loop
+    time_of recv_po "$BIN/pg_recvlogical" "${conn[@]}" -d "$DB" --slot "bench_po_$round" --start --endpos "$to" -f - --no-loop \
+      -o proto_version=1 -o publication_names=bench
+    time_of waldump "$BIN/pg_waldump" -p "$DIR/plain/wal" "$first" "$last"
+    time_of waldump_q "$BIN/pg_waldump" -q -p "$DIR/plain/wal" "$first" "$last"
+  fi
   time_of unzstd sh -c "cat $DIR/zst/wal/*.zst | zstd -q -d -c"
   time_of walfill_plain "$WALFILL" "${decode_args[@]}" --archive "file://$DIR/plain"
   time_of walfill_zst "$WALFILL" "${decode_args[@]}" --archive "file://$DIR/zst"
 done
-cmp -s "$DIR/recv_td.out" "$DIR/walfill_plain.out" &&
-  log "walfill's output is identical to pg_recvlogical's with test_decoding" ||
-  log "WARNING: walfill's output differs from pg_recvlogical's with test_decoding"
+cmp -s "$DIR/sql_td.out" "$DIR/walfill_plain.out" &&
+  log "walfill's output is identical to PostgreSQL $MAJOR's test_decoding" ||
+  log "WARNING: walfill's output differs from PostgreSQL $MAJOR's test_decoding"
 changes=$(grep -c '^table ' "$DIR/walfill_plain.out" || true)
 
 secs() { cut -d' ' -f1 "$DIR/$1.time"; }
 rss() { cut -d' ' -f2 "$DIR/$1.time"; }
-printf '\n%s MiB of WAL, %s changes (%s rows bulk-loaded, %s small transactions); fastest of %s runs\n\n' \
-  "$((wal_bytes / 1048576))" "$changes" "$ROWS" "$SMALL" "$ROUNDS"
+printf '\nPostgreSQL %s: %s MiB of WAL, %s changes (%s rows bulk-loaded, %s small transactions); fastest of %s runs\n\n' \
+  "$MAJOR" "$((wal_bytes / 1048576))" "$changes" "$ROWS" "$SMALL" "$ROUNDS"
 printf '%-42s %8s %10s %12s %9s %9s\n' "" "seconds" "WAL MB/s" "changes/s" "peak MiB" "walfill x"
 row() { # label name [baseline-name]
   awk -v label="$1" -v s="$(secs "$2")" -v m="$(rss "$2")" -v b="$wal_bytes" -v c="$changes" \
       -v w="$(secs walfill_plain)" \
     'BEGIN { printf "%-42s %8.2f %10.1f %12.0f %9.1f %9.2f\n", label, s, b / 1048576 / s, c / s, m / 1024, s / w }'
 }
-row "pg_recvlogical, test_decoding" recv_td
-row "pg_recvlogical, pgoutput" recv_po
-row "pg_waldump (records printed)" waldump
-row "pg_waldump -q (records read only)" waldump_q
+row "pg_logical_slot_get_changes, test_decoding" sql_td
+if [ "$MAJOR" = 15 ]; then
+  row "pg_recvlogical, test_decoding" recv_td
+  row "pg_recvlogical, pgoutput" recv_po
+  row "pg_waldump (records printed)" waldump
+  row "pg_waldump -q (records read only)" waldump_q
+fi
 row "zstd -d (compressed segments)" unzstd
 row "walfill decode, plain segments" walfill_plain
 row "walfill decode, zstd segments" walfill_zst
