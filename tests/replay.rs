@@ -352,10 +352,13 @@ fn a_missing_segment_is_named_and_the_backfill_takes_a_snapshot() {
     let walfill = Walfill::new(&db, &section);
     walfill.ok(&["setup"]);
     db.archive_wal();
-    db.exec("CHECKPOINT");
+    // Taken before the CHECKPOINT, whose running-transactions record
+    // (where decoding can start) is then in the segments copied, however
+    // much WAL other tests write meanwhile.
     let first = db
-        .value("SELECT pg_walfile_name(pg_current_wal_lsn())")
+        .value("SELECT pg_walfile_name(pg_current_wal_insert_lsn())")
         .unwrap();
+    db.exec("CHECKPOINT");
     create_orders(&db, 3_000);
     db.archive_wal();
     db.exec("UPDATE orders SET status = 'paid' WHERE id % 3 = 0");
@@ -416,10 +419,13 @@ fn wal_of_an_unknown_version_is_named_and_the_backfill_takes_a_snapshot() {
     let walfill = Walfill::new(&db, &section);
     walfill.ok(&["setup"]);
     db.archive_wal();
-    db.exec("CHECKPOINT");
+    // Taken before the CHECKPOINT, whose running-transactions record
+    // (where decoding can start) is then in the segments copied, however
+    // much WAL other tests write meanwhile.
     let first = db
-        .value("SELECT pg_walfile_name(pg_current_wal_lsn())")
+        .value("SELECT pg_walfile_name(pg_current_wal_insert_lsn())")
         .unwrap();
+    db.exec("CHECKPOINT");
     create_orders(&db, 1_000);
     db.archive_wal();
     let last = db
