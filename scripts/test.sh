@@ -49,7 +49,7 @@ if cargo nextest --version >/dev/null 2>&1; then
     # Debian's pgBackRest does not know 16-18's control files, npm's
     # package has no pg_basebackup (for a standby), and the second cluster
     # (another system identifier) is 15.
-    matrix="binary(integration) - test(replay_from_a_pgbackrest_repository)
+    matrix="(binary(integration) | binary(tuple_oracle)) - test(replay_from_a_pgbackrest_repository)
       - test(replay_follows_the_source_across_a_failover)
       - test(c1_replay_refuses_the_archive_of_another_cluster)"
   else
