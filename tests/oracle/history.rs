@@ -243,3 +243,56 @@ fn a_users_table_in_pg_catalog_decodes_like_the_slot() {
         "the slot did not print the update"
     );
 }
+
+/// CLUSTER in a transaction whose earlier statements created other files
+/// (a table with a key and a TOAST table, an index): the table moves to the
+/// rewrite's new heap, not to an index file of those statements, whether
+/// it has rows or none. No walfill command runs between: the WAL alone
+/// tells, and the last TRUNCATE leaves the live catalog describing none of
+/// the files written. (Rows the same transaction writes to the table
+/// after its CLUSTER are not decoded: the move is only known at the
+/// commit. They are named in a warning, and the exit is 3.)
+#[test]
+fn cluster_after_other_new_files_in_one_transaction() {
+    let db = TestDb::new("oracle_cluster_txn");
+    db.exec(
+        "CREATE TABLE full_one (id int PRIMARY KEY, v text);
+         INSERT INTO full_one SELECT g, repeat('v', g) FROM generate_series(1, 50) g;
+         CREATE TABLE empty_one (id int PRIMARY KEY, v text);",
+    );
+    crate::journal::install(&db);
+    let o = Oracle::on(db);
+    o.db.exec(
+        "BEGIN;
+         CREATE TABLE side (id int PRIMARY KEY, v text);
+         CREATE INDEX ON full_one (v);
+         CLUSTER full_one USING full_one_pkey;
+         INSERT INTO side VALUES (1, 'after the cluster');
+         COMMIT",
+    );
+    o.db.exec(
+        "BEGIN;
+         CREATE TABLE side2 (id int PRIMARY KEY, v text);
+         CLUSTER empty_one USING empty_one_pkey;
+         COMMIT",
+    );
+    o.db.exec(
+        "INSERT INTO full_one VALUES (101, 'later');
+         UPDATE full_one SET v = 'changed' WHERE id = 3;
+         INSERT INTO empty_one VALUES (1, 'later');",
+    );
+    o.db.exec("TRUNCATE full_one, empty_one");
+    let out = o.assert_same(&[]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("warning"), "{stderr}");
+    let expected = o.expected();
+    for line in [
+        "table public.full_one: UPDATE: id[integer]:3 v[text]:'changed'",
+        "table public.empty_one: INSERT: id[integer]:1 v[text]:'later'",
+    ] {
+        assert!(
+            expected.text.contains(line),
+            "the slot did not print {line}"
+        );
+    }
+}

@@ -48,6 +48,9 @@ pub(super) struct Created {
     /// writes its metapage at once, a table's new (empty) heap and TOAST
     /// table get no page until a row comes.
     pub(super) written: bool,
+    /// Whether a write showed it is no table's: an index's or a sequence's
+    /// record, or a page image with special space.
+    pub(super) not_a_table: bool,
 }
 
 #[derive(Default)]
@@ -94,6 +97,7 @@ impl Held {
             subxid,
             lsn,
             written: false,
+            not_a_table: false,
         };
         if top == 0 {
             if self.orphans.len() == MAX_ORPHANS {
@@ -106,18 +110,19 @@ impl Held {
         }
     }
 
-    /// A record wrote a page of `file`.
-    pub(super) fn wrote(&mut self, file: &RelFileLocator) {
-        if let Some(top) = self.created.get(file) {
-            if let Some(c) = self
+    /// A record wrote a page of `file`; `not_a_table`: it showed the file
+    /// is no table's.
+    pub(super) fn wrote(&mut self, file: &RelFileLocator, not_a_table: bool) {
+        let created = match self.created.get(file) {
+            Some(top) => self
                 .created_by
                 .get_mut(top)
-                .and_then(|files| files.iter_mut().rev().find(|c| c.file == *file))
-            {
-                c.written = true;
-            }
-        } else if let Some(c) = self.orphans.iter_mut().rev().find(|c| c.file == *file) {
+                .and_then(|files| files.iter_mut().rev().find(|c| c.file == *file)),
+            None => self.orphans.iter_mut().rev().find(|c| c.file == *file),
+        };
+        if let Some(c) = created {
             c.written = true;
+            c.not_a_table |= not_a_table;
         }
     }
 

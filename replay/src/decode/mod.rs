@@ -56,6 +56,30 @@ use reorder::{xid_precedes, ReorderBuffer};
 use row::{decode_row, ValueText};
 use spill::{ChangeWriter, RowKind};
 
+/// Whether `record` shows that the page `block` writes is no table's: a
+/// record of a resource manager other than the heap's and the page images'
+/// (an index's, a sequence's), or an uncompressed page image with special
+/// space (every index page has some, a heap page none). A compressed image
+/// tells nothing here.
+fn not_a_table_page(record: &Record, block: &crate::wal::BlockRef) -> bool {
+    match record.rmid {
+        RmgrId::HEAP | RmgrId::HEAP2 => false,
+        RmgrId::XLOG => block.image.as_ref().is_some_and(|image| {
+            if image.compression() != crate::wal::ImageCompression::None
+                || (image.hole_length > 0 && image.hole_offset < 18)
+            {
+                return false;
+            }
+            let bytes = record.image_bytes(image);
+            let page = bytes.len() + usize::from(image.hole_length);
+            bytes
+                .get(16..18)
+                .is_some_and(|s| usize::from(u16::from_le_bytes([s[0], s[1]])) < page)
+        }),
+        _ => true,
+    }
+}
+
 /// `XLOG_HEAP_TRUNCATE`, the heap opcode of a TRUNCATE.
 const XLOG_HEAP_TRUNCATE: u8 = 0x30;
 
@@ -310,7 +334,7 @@ impl Decoder {
         let top = self.reorder.top(record.xid);
         if self.held.creating() {
             for block in &record.blocks {
-                self.held.wrote(&block.rel);
+                self.held.wrote(&block.rel, not_a_table_page(record, block));
             }
         }
         let changes = !self.options.journal_only && lsn >= self.options.changes_from;
@@ -351,8 +375,15 @@ impl Decoder {
                     commit_time: c.commit_time,
                 };
                 let other_db = c.db.is_some_and(|db| db != self.catalog.database);
-                let created: Vec<RelFileLocator> =
-                    self.held.created_by(c.xid).iter().map(|c| c.file).collect();
+                // The files a rewrite (CLUSTER, VACUUM FULL) may have moved
+                // a table to: not an index's or a sequence's.
+                let created: Vec<RelFileLocator> = self
+                    .held
+                    .created_by(c.xid)
+                    .iter()
+                    .filter(|c| !c.not_a_table)
+                    .map(|c| c.file)
+                    .collect();
                 for (file, records, first) in self.held.finish(c.xid) {
                     self.note_undescribed(file, records, first);
                 }

@@ -128,6 +128,7 @@ mod tests {
                 subxid,
                 lsn: Lsn(100 + i as u64),
                 written,
+                not_a_table: written,
             })
             .collect()
     }
