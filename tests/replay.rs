@@ -21,6 +21,23 @@ fn two_databases(source: &TestDb, dest: &TestDb, rest: &str) -> Walfill {
     ))
 }
 
+/// Copies the test cluster's archived segments `first` to `last` (names)
+/// into `archive`; returns their names, in order.
+fn copy_server_segments(archive: &LocalArchive, first: &str, last: &str) -> Vec<String> {
+    let server = archive_url().trim_start_matches("file://").to_string();
+    std::fs::create_dir_all(archive.wal()).unwrap();
+    let mut copied: Vec<String> = std::fs::read_dir(format!("{server}/wal"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.len() == 24 && n.as_str() >= first && n.as_str() <= last)
+        .collect();
+    copied.sort();
+    for name in &copied {
+        std::fs::copy(format!("{server}/wal/{name}"), archive.wal().join(name)).unwrap();
+    }
+    copied
+}
+
 fn version_field(db: &TestDb, version: &str, field: &str) -> String {
     db.value(&format!(
         "SELECT {field} FROM walfill.versions WHERE version = '{version}'"
@@ -352,13 +369,7 @@ fn a_missing_segment_is_named_and_the_backfill_takes_a_snapshot() {
     let walfill = Walfill::new(&db, &section);
     walfill.ok(&["setup"]);
     db.archive_wal();
-    // Taken before the CHECKPOINT, whose running-transactions record
-    // (where decoding can start) is then in the segments copied, however
-    // much WAL other tests write meanwhile.
-    let first = db
-        .value("SELECT pg_walfile_name(pg_current_wal_insert_lsn())")
-        .unwrap();
-    db.exec("CHECKPOINT");
+    let first = db.checkpoint_segment();
     create_orders(&db, 3_000);
     db.archive_wal();
     db.exec("UPDATE orders SET status = 'paid' WHERE id % 3 = 0");
@@ -370,18 +381,8 @@ fn a_missing_segment_is_named_and_the_backfill_takes_a_snapshot() {
         .unwrap();
 
     // The cluster's archived segments from the table's creation on.
-    let server = archive_url().trim_start_matches("file://").to_string();
-    std::fs::create_dir_all(archive.wal()).unwrap();
-    let mut copied: Vec<String> = std::fs::read_dir(format!("{server}/wal"))
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|n| n.len() == 24 && *n >= first && *n <= last)
-        .collect();
-    copied.sort();
+    let copied = copy_server_segments(&archive, &first, &last);
     assert!(copied.len() >= 3, "segments {copied:?}");
-    for name in &copied {
-        std::fs::copy(format!("{server}/wal/{name}"), archive.wal().join(name)).unwrap();
-    }
     let target = orders_target("v1");
     walfill.configure(&db, &format!("{section}\n{target}"));
     walfill.ok(&["setup"]);
@@ -419,29 +420,13 @@ fn wal_of_an_unknown_version_is_named_and_the_backfill_takes_a_snapshot() {
     let walfill = Walfill::new(&db, &section);
     walfill.ok(&["setup"]);
     db.archive_wal();
-    // Taken before the CHECKPOINT, whose running-transactions record
-    // (where decoding can start) is then in the segments copied, however
-    // much WAL other tests write meanwhile.
-    let first = db
-        .value("SELECT pg_walfile_name(pg_current_wal_insert_lsn())")
-        .unwrap();
-    db.exec("CHECKPOINT");
+    let first = db.checkpoint_segment();
     create_orders(&db, 1_000);
     db.archive_wal();
     let last = db
         .value("SELECT pg_walfile_name(pg_current_wal_lsn())")
         .unwrap();
-    let server = archive_url().trim_start_matches("file://").to_string();
-    std::fs::create_dir_all(archive.wal()).unwrap();
-    let mut copied: Vec<String> = std::fs::read_dir(format!("{server}/wal"))
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .filter(|n| n.len() == 24 && *n >= first && *n <= last)
-        .collect();
-    copied.sort();
-    for name in &copied {
-        std::fs::copy(format!("{server}/wal/{name}"), archive.wal().join(name)).unwrap();
-    }
+    let copied = copy_server_segments(&archive, &first, &last);
     let target = orders_target("v1");
     walfill.configure(&db, &format!("{section}\n{target}"));
     walfill.ok(&["setup"]);

@@ -335,13 +335,7 @@ fn c1_replay_refuses_segments_with_another_system_identifier() {
     let walfill = Walfill::new(&db, &own);
     walfill.ok(&["setup"]);
     db.archive_wal();
-    // Taken before the CHECKPOINT, whose running-transactions record
-    // (where decoding can start) is then in the segments copied, however
-    // much WAL other tests write meanwhile.
-    let first = db
-        .value("SELECT pg_walfile_name(pg_current_wal_insert_lsn())")
-        .unwrap();
-    db.exec("CHECKPOINT");
+    let first = db.checkpoint_segment();
     drop(walfill);
     let walfill = replayable_table(&db, &own);
 

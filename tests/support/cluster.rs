@@ -129,6 +129,18 @@ impl TestDb {
         }
     }
 
+    /// Runs a CHECKPOINT and returns the name of a segment at or before its
+    /// running-transactions record (where decoding can start): taken before
+    /// the CHECKPOINT, so that however much WAL other tests write meanwhile,
+    /// segments copied from it on hold that record.
+    pub fn checkpoint_segment(&self) -> String {
+        let first = self
+            .value("SELECT pg_walfile_name(pg_current_wal_insert_lsn())")
+            .expect("a segment name");
+        self.exec("CHECKPOINT");
+        first
+    }
+
     /// The server's major version (15, 16, ...).
     pub fn major(&self) -> u32 {
         self.value("SELECT current_setting('server_version_num')::int / 10000")

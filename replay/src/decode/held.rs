@@ -110,9 +110,10 @@ impl Held {
         }
     }
 
-    /// A record wrote a page of `file`; `not_a_table`: it showed the file
-    /// is no table's.
-    pub(super) fn wrote(&mut self, file: &RelFileLocator, not_a_table: bool) {
+    /// A record wrote a page of `file`; `not_a_table` tells (only asked for
+    /// a file an open transaction created) whether it showed the file is no
+    /// table's.
+    pub(super) fn wrote(&mut self, file: &RelFileLocator, not_a_table: impl FnOnce() -> bool) {
         let created = match self.created.get(file) {
             Some(top) => self
                 .created_by
@@ -122,7 +123,7 @@ impl Held {
         };
         if let Some(c) = created {
             c.written = true;
-            c.not_a_table |= not_a_table;
+            c.not_a_table = c.not_a_table || not_a_table();
         }
     }
 

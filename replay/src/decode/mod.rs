@@ -334,7 +334,8 @@ impl Decoder {
         let top = self.reorder.top(record.xid);
         if self.held.creating() {
             for block in &record.blocks {
-                self.held.wrote(&block.rel, not_a_table_page(record, block));
+                self.held
+                    .wrote(&block.rel, || not_a_table_page(record, block));
             }
         }
         let changes = !self.options.journal_only && lsn >= self.options.changes_from;
