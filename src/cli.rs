@@ -39,6 +39,10 @@ fn parse_lsn(text: &str) -> Result<Lsn, String> {
 ///   walfill sync                     keep built versions current (Ctrl-C to stop)
 ///   walfill status                   what every target is doing
 ///   walfill archive                  keep the WAL archive filled (or use wal-push)
+///   walfill serve --listen 127.0.0.1:8089
+///                                    run it all as a service: sync, archiver,
+///                                    requested, scheduled and needed backfills
+///   walfill request orders_summary   ask the service for a backfill
 #[derive(Debug, Parser)]
 #[command(name = "walfill", version, verbatim_doc_comment)]
 pub struct Cli {
@@ -271,6 +275,74 @@ pub enum Command {
     WalPush {
         /// The file (relative to the working directory, PostgreSQL's data directory).
         path: PathBuf,
+    },
+
+    /// Run the whole configuration as a service, until SIGTERM or Ctrl-C.
+    ///
+    /// Keeps every built version in step with the live stream, runs the
+    /// archiver when [archive] is configured (unless `[serve] archiver =
+    /// false` leaves it to wal-push), and runs backfills as they are
+    /// requested (`walfill request`, SQL `SELECT
+    /// walfill.request_backfill('TARGET')`, HTTP `POST
+    /// /targets/TARGET/backfill`), scheduled (`schedule = "0 3 * * *"` on a
+    /// target), or needed: a configured version not built yet (a new
+    /// target, a changed version or transform) and a published version found
+    /// lost (its table dropped, its slot gone). Several `serve` processes
+    /// on one state database share the work: one leads, each request is run
+    /// by one, and a killed one's work is taken over when its lease runs
+    /// out. SIGHUP reloads the configuration; SIGTERM stops at the next safe
+    /// point and the work resumes on the next start.
+    ///
+    /// HTTP (with --listen or `[serve] listen`): GET / (status page),
+    /// /health, /status, /metrics (Prometheus), /requests/ID; POST
+    /// /targets/TARGET/backfill, /targets/TARGET/pause, .../resume.
+    Serve {
+        /// Address and port of the HTTP endpoints, e.g. 127.0.0.1:8089
+        /// (default: `[serve] listen`; none: no HTTP).
+        #[arg(long)]
+        listen: Option<std::net::SocketAddr>,
+    },
+
+    /// Ask the running service(s) for a backfill of a target; prints the
+    /// request's id.
+    ///
+    /// The request builds the target's configured version if it is not
+    /// built yet, and otherwise a new version of the same transform
+    /// (VERSION_rID) from empty, which is swapped in when caught up (the
+    /// version before it is kept for rollback). `walfill status` shows its
+    /// state; `walfill cancel ID` withdraws it while it is queued.
+    Request {
+        /// The target.
+        target: String,
+    },
+
+    /// Withdraw a queued backfill request.
+    Cancel {
+        /// The request's id (from `walfill request` or `walfill status`).
+        id: i64,
+    },
+
+    /// Pause the backfills of a target (or all): within a second each one
+    /// stops at its next safe point and holds nothing open on the source;
+    /// `walfill resume` continues it where it stopped. Live sync of
+    /// published versions goes on.
+    Pause {
+        /// The target.
+        #[arg(required_unless_present = "all", conflicts_with = "all")]
+        target: Option<String>,
+        /// Every target.
+        #[arg(long)]
+        all: bool,
+    },
+
+    /// Resume paused backfills.
+    Resume {
+        /// The target.
+        #[arg(required_unless_present = "all", conflicts_with = "all")]
+        target: Option<String>,
+        /// Every target (also lifts every target's own pause).
+        #[arg(long)]
+        all: bool,
     },
 
     /// Drop a version that is not active: its slot and its table.

@@ -32,6 +32,7 @@ pub mod plan;
 pub mod planner;
 pub mod progress;
 pub mod retire;
+pub mod serve;
 pub mod setup;
 pub mod source;
 pub mod state;

@@ -156,7 +156,10 @@ async fn run(command: Command, config: Option<Config>) -> Result<u8> {
             walfill::say!("{target} now shows version {version} again")?;
         }
         Command::Sync { targets, once } => {
-            let options = job::SyncOptions { once };
+            let options = job::SyncOptions {
+                once,
+                shared: false,
+            };
             match job::sync(&config, &targets, &options, &cancel).await {
                 Err(Error::Interrupted) | Ok(()) => {}
                 Err(e) => return Err(e),
@@ -197,6 +200,48 @@ async fn run(command: Command, config: Option<Config>) -> Result<u8> {
             config.target(&target)?;
             retire::retire(&config, &target, &version).await?
         }
+        Command::Serve { listen } => {
+            let path = config.path.clone();
+            let options = walfill::serve::ServeOptions { listen };
+            Box::pin(walfill::serve::serve(path, config, options, &cancel)).await?;
+        }
+        Command::Request { target } => {
+            config.target(&target)?;
+            let dest = serve_state(&config).await?;
+            let id = walfill::state::requests::enqueue(&dest, &target, "cli", None).await?;
+            walfill::say!("{id}")?;
+            tracing::info!(
+                request = id,
+                "queued; `walfill status` shows its state, `walfill cancel {id}` withdraws it"
+            );
+        }
+        Command::Cancel { id } => {
+            let dest = serve_state(&config).await?;
+            let request = walfill::state::requests::cancel(&dest, id).await?;
+            walfill::say!("request {id} for {} cancelled", request.target)?;
+        }
+        Command::Pause { target, .. } => {
+            if let Some(t) = &target {
+                config.target(t)?;
+            }
+            let dest = serve_state(&config).await?;
+            walfill::state::requests::pause(&dest, target.as_deref()).await?;
+            walfill::say!(
+                "backfills of {} paused; `walfill resume` continues them",
+                target.as_deref().unwrap_or("every target")
+            )?;
+        }
+        Command::Resume { target, .. } => {
+            if let Some(t) = &target {
+                config.target(t)?;
+            }
+            let dest = serve_state(&config).await?;
+            walfill::state::requests::resume(&dest, target.as_deref()).await?;
+            walfill::say!(
+                "backfills of {} resumed",
+                target.as_deref().unwrap_or("every target")
+            )?;
+        }
         Command::Decode { .. } | Command::Catalog { .. } => unreachable!("handled above"),
     }
     Ok(0)
@@ -216,6 +261,25 @@ fn source_url(given: Option<&str>, config: Option<&Config>) -> Result<PgUrl> {
 
 /// The first Ctrl-C or SIGTERM asks running work to stop at the next safe
 /// point (position saved); a second one exits at once.
+/// A session on the destination whose state schema knows requests.
+async fn serve_state(config: &Config) -> Result<tokio_postgres::Client> {
+    let dest = db::connect(&config.destination, db::Role::Destination).await?;
+    state::require(&dest).await?;
+    let serving: bool = dest
+        .query_one("SELECT to_regclass('walfill.requests') IS NOT NULL", &[])
+        .await
+        .map_err(|e| Error::destination("looking for walfill's state schema", e))?
+        .get(0);
+    if !serving {
+        return Err(Error::Request(
+            "the destination's state schema predates `walfill serve`; run `walfill setup` \
+             again to add its tables"
+                .into(),
+        ));
+    }
+    Ok(dest)
+}
+
 async fn stop_on_signal(cancel: CancellationToken) {
     let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
         Ok(s) => s,

@@ -16,8 +16,16 @@ use crate::state::{self, lock, Phase, VersionState};
 /// How long retire waits for a running sync to let go of the version.
 const LET_GO_WAIT: Duration = Duration::from_secs(60);
 
-/// Retires `version` of `target`; the active version cannot be retired.
+/// Retires `version` of `target` and says so; the active version cannot be
+/// retired.
 pub async fn retire(config: &Config, target: &str, version: &str) -> Result<()> {
+    let done = retire_version(config, target, version).await?;
+    crate::say!("{done}")?;
+    Ok(())
+}
+
+/// Retires `version` of `target`; returns what was done.
+pub async fn retire_version(config: &Config, target: &str, version: &str) -> Result<String> {
     let source = db::connect(&config.source, Role::Source).await?;
     let mut dest = db::connect(&config.destination, Role::Destination).await?;
     state::require(&dest).await?;
@@ -77,13 +85,12 @@ pub async fn retire(config: &Config, target: &str, version: &str) -> Result<()> 
     dest.batch_execute(&drop)
         .await
         .map_err(|e| Error::destination(format!("dropping {table}"), e))?;
-    if already && !had_slot {
-        crate::say!("version {version} of {target} is retired (its table {table} is gone)")?;
+    Ok(if already && !had_slot {
+        format!("version {version} of {target} is retired (its table {table} is gone)")
     } else {
-        crate::say!(
+        format!(
             "retired version {version} of {target}: slot {} and table {table} dropped",
             v.slot_name
-        )?;
-    }
-    Ok(())
+        )
+    })
 }

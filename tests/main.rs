@@ -19,6 +19,7 @@ mod privileges;
 mod regress;
 mod replay;
 mod resume;
+mod serve;
 mod snapshot;
 mod swap;
 mod toast;

@@ -6,8 +6,11 @@ use std::path::{Path, PathBuf};
 use toml::Spanned;
 use walfill_replay::archive::Layout;
 
-use super::raw::{RawConfig, RawTarget};
-use super::{ArchiveSettings, BackfillSettings, Config, PgUrl, QualifiedName, Target};
+use super::raw::{RawConfig, RawServe, RawTarget};
+use super::{
+    ArchiveSettings, BackfillSettings, Config, PgUrl, QualifiedName, Schedule, ServeSettings,
+    Target,
+};
 
 /// PostgreSQL's identifier limit (NAMEDATALEN - 1).
 const MAX_IDENTIFIER: usize = 63;
@@ -134,9 +137,10 @@ pub(crate) fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
         slot_warning_mb: b.slot_warning_mb,
     };
 
+    let serve = v.serve(&raw.serve)?;
     let mut targets: Vec<Target> = Vec::new();
     for raw_target in &raw.targets {
-        let target = v.target(raw_target)?;
+        let target = v.target(raw_target, &serve)?;
         if targets.iter().any(|t| t.name == target.name) {
             return Err(v.invalid(
                 Some(raw_target.name.span()),
@@ -153,6 +157,7 @@ pub(crate) fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
         archive,
         archive_settings,
         backfill,
+        serve,
         targets,
     })
 }
@@ -217,7 +222,70 @@ impl Validator<'_> {
         Ok(name.clone())
     }
 
-    fn target(&self, t: &RawTarget) -> Result<Target, ConfigError> {
+    fn serve(&self, s: &RawServe) -> Result<ServeSettings, ConfigError> {
+        let listen = match &s.listen {
+            Some(text) => Some(text.get_ref().parse().map_err(|e| {
+                self.invalid(
+                    Some(text.span()),
+                    &format!(
+                        "serve.listen = {:?}: {e}; write an address and port such as \
+                         \"127.0.0.1:8089\"",
+                        text.get_ref()
+                    ),
+                )
+            })?),
+            None => None,
+        };
+        let timezone = match &s.timezone {
+            Some(text) => text.get_ref().parse::<chrono_tz::Tz>().map_err(|_| {
+                self.invalid(
+                    Some(text.span()),
+                    &format!(
+                        "serve.timezone = {:?} is not a time zone name; use one of the IANA \
+                         database, such as \"UTC\" or \"Europe/Paris\"",
+                        text.get_ref()
+                    ),
+                )
+            })?,
+            None => chrono_tz::UTC,
+        };
+        Ok(ServeSettings {
+            listen,
+            timezone,
+            keep_versions: s.keep_versions.unwrap_or(1),
+            auto_rebuild: s.auto_rebuild.unwrap_or(true),
+            archiver: s.archiver.unwrap_or(true),
+            lease_seconds: self.positive("serve.lease_seconds", s.lease_seconds, 30)?,
+            poll_seconds: self.positive("serve.poll_seconds", s.poll_seconds, 5)?,
+            retry_seconds: self.positive("serve.retry_seconds", s.retry_seconds, 5)?,
+        })
+    }
+
+    fn schedule(&self, name: &str, text: &Spanned<String>) -> Result<Schedule, ConfigError> {
+        let written = text.get_ref().trim();
+        let fields = written.split_whitespace().count();
+        let parsed = if fields == 5 && !written.contains('@') {
+            written.parse::<croner::Cron>().map_err(|e| e.to_string())
+        } else {
+            Err(format!("it has {fields} fields"))
+        };
+        let cron = parsed.map_err(|why| {
+            self.invalid(
+                Some(text.span()),
+                &format!(
+                    "target {name:?}: schedule = {written:?} is not a five-field cron \
+                     schedule ({why}); write minute hour day-of-month month day-of-week, \
+                     such as \"0 3 * * *\" for 03:00 every day"
+                ),
+            )
+        })?;
+        Ok(Schedule {
+            text: written.to_string(),
+            cron,
+        })
+    }
+
+    fn target(&self, t: &RawTarget, serve: &ServeSettings) -> Result<Target, ConfigError> {
         let name = self.identifier("target.name", &t.name)?;
         let version = t.version.get_ref().clone();
         if version.is_empty()
@@ -233,13 +301,20 @@ impl Validator<'_> {
                 ),
             ));
         }
-        let table_len = name.len() + 2 + version.len();
+        let schedule = match &t.schedule {
+            Some(text) => Some(self.schedule(&name, text)?),
+            None => None,
+        };
+        // Versions built by a schedule or a request add a suffix.
+        let longest = format!("{version}{}", crate::config::LONGEST_SUFFIX);
+        let table_len = name.len() + 2 + longest.len();
         if table_len > MAX_IDENTIFIER {
             return Err(self.invalid(
                 Some(t.version.span()),
                 &format!(
-                    "target {name:?}: the version table {name}__{version} would be {table_len} \
-                     characters long; PostgreSQL allows {MAX_IDENTIFIER}: shorten the name or version"
+                    "target {name:?}: the version table {name}__{longest} (a version a \
+                     schedule or request builds) would be {table_len} characters long; \
+                     PostgreSQL allows {MAX_IDENTIFIER}: shorten the name or version"
                 ),
             ));
         }
@@ -291,6 +366,8 @@ impl Validator<'_> {
             filter,
             version,
             schema,
+            schedule,
+            auto_rebuild: t.auto_rebuild.unwrap_or(serve.auto_rebuild),
         })
     }
 }

@@ -35,6 +35,8 @@ pub struct Config {
     pub archive_settings: ArchiveSettings,
     /// Knobs of the backfill jobs.
     pub backfill: BackfillSettings,
+    /// How `walfill serve` runs (`[serve]`).
+    pub serve: ServeSettings,
     /// The derived tables, in file order.
     pub targets: Vec<Target>,
 }
@@ -132,6 +134,45 @@ pub struct BackfillSettings {
     pub slot_warning_mb: Option<u64>,
 }
 
+/// How `walfill serve` runs (`[serve]` in the file).
+#[derive(Clone, Debug)]
+pub struct ServeSettings {
+    /// Where the HTTP endpoints listen (none: no HTTP; `--listen` overrides).
+    pub listen: Option<std::net::SocketAddr>,
+    /// The time zone of the targets' schedules.
+    pub timezone: chrono_tz::Tz,
+    /// How many earlier versions of each target are kept for rollback once
+    /// a new one is published; older ones are retired with their slots.
+    pub keep_versions: u32,
+    /// Whether published versions found lost are rebuilt (`false`: only
+    /// reported); a target's `auto_rebuild` overrides it.
+    pub auto_rebuild: bool,
+    /// Whether the service streams WAL into `[archive]` itself (off when
+    /// the source's `archive_command` runs `walfill wal-push`).
+    pub archiver: bool,
+    /// How long a claimed request or the lead stays with a worker that
+    /// stopped renewing it (killed, cut off), in seconds.
+    pub lease_seconds: u32,
+    /// How often the service looks at its state when nothing wakes it.
+    pub poll_seconds: u32,
+    /// The first pause before a failed backfill is tried again (doubling,
+    /// at most 60 times this).
+    pub retry_seconds: u32,
+}
+
+/// The longest suffix walfill adds to a configured version's name for the
+/// versions a schedule (`_sYYYYMMDDHHMM`) or a request (`_rID`) builds.
+pub const LONGEST_SUFFIX: &str = "_s202612312359";
+
+/// A five-field cron schedule (minute hour day-of-month month day-of-week).
+#[derive(Clone, Debug)]
+pub struct Schedule {
+    /// As written.
+    pub text: String,
+    /// Parsed.
+    pub cron: croner::Cron,
+}
+
 /// A derived table: a source table passed through a transform.
 #[derive(Clone, Debug)]
 pub struct Target {
@@ -149,12 +190,25 @@ pub struct Target {
     pub version: String,
     /// Destination schema of the view and its versions.
     pub schema: String,
+    /// When `walfill serve` rebuilds it as a new version, if ever.
+    pub schedule: Option<Schedule>,
+    /// Whether `walfill serve` rebuilds a published version found lost (its
+    /// table dropped, its slot gone) or only reports it.
+    pub auto_rebuild: bool,
 }
 
 impl Target {
     /// The staging table of a version: `NAME__VERSION`.
     pub fn version_table(&self, version: &str) -> String {
         format!("{}__{}", self.name, version)
+    }
+
+    /// This target with another version name (same transform).
+    pub fn with_version(&self, version: &str) -> Target {
+        Target {
+            version: version.to_string(),
+            ..self.clone()
+        }
     }
 }
 

@@ -12,6 +12,8 @@ pub(super) struct RawConfig {
     pub(super) archive: Option<RawArchive>,
     #[serde(default)]
     pub(super) backfill: RawBackfill,
+    #[serde(default)]
+    pub(super) serve: RawServe,
     #[serde(default, rename = "target")]
     pub(super) targets: Vec<RawTarget>,
 }
@@ -48,6 +50,20 @@ pub(super) struct RawBackfill {
     pub(super) slot_warning_mb: Option<u64>,
 }
 
+/// `[serve]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawServe {
+    pub(super) listen: Option<Spanned<String>>,
+    pub(super) timezone: Option<Spanned<String>>,
+    pub(super) keep_versions: Option<u32>,
+    pub(super) auto_rebuild: Option<bool>,
+    pub(super) archiver: Option<bool>,
+    pub(super) lease_seconds: Option<u32>,
+    pub(super) poll_seconds: Option<u32>,
+    pub(super) retry_seconds: Option<u32>,
+}
+
 /// One `[[target]]`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -60,4 +76,6 @@ pub(super) struct RawTarget {
     pub(super) filter: Option<Spanned<String>>,
     pub(super) version: Spanned<String>,
     pub(super) schema: Option<Spanned<String>>,
+    pub(super) schedule: Option<Spanned<String>>,
+    pub(super) auto_rebuild: Option<bool>,
 }

@@ -42,7 +42,18 @@ pub async fn backfill(
     options: &BackfillOptions,
     cancel: &CancellationToken,
 ) -> Result<()> {
-    let target = config.target(name)?;
+    backfill_target(config, config.target(name)?, options, cancel).await
+}
+
+/// Builds (or resumes) the version of `target` it names (its transform, a
+/// version name that may not be the configured one).
+pub async fn backfill_target(
+    config: &Config,
+    target: &crate::config::Target,
+    options: &BackfillOptions,
+    cancel: &CancellationToken,
+) -> Result<()> {
+    let name = target.name.as_str();
     let wanted = Definition::from_config(target);
     let source = db::connect(&config.source, Role::Source).await?;
     let mut dest = db::connect(&config.destination, Role::Destination).await?;
@@ -177,15 +188,20 @@ async fn create_staging(dest: &Client, plan: &Plan) -> Result<()> {
     plan.verify_staging(dest).await
 }
 
-fn same_definition(recorded: &VersionState, wanted: &Definition) -> Result<()> {
-    let same = recorded.select_sql == wanted.select
+/// Whether a recorded version was built from the definition `wanted`
+/// (same transform, schema and key).
+pub fn defines_same(recorded: &VersionState, wanted: &Definition) -> bool {
+    recorded.select_sql == wanted.select
         && recorded.filter_sql == wanted.filter
         && recorded.dest_schema == wanted.dest_schema
         && wanted
             .key
             .as_ref()
-            .is_none_or(|k| *k == recorded.key_columns);
-    if same {
+            .is_none_or(|k| *k == recorded.key_columns)
+}
+
+fn same_definition(recorded: &VersionState, wanted: &Definition) -> Result<()> {
+    if defines_same(recorded, wanted) {
         return Ok(());
     }
     Err(Error::Request(format!(

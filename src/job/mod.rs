@@ -13,7 +13,7 @@ mod source;
 mod sync;
 
 pub use archive_wait::{can_switch_wal, explain_slow_archive, wait_for_archive};
-pub use backfill::{backfill, BackfillOptions};
+pub use backfill::{backfill, backfill_target, defines_same, BackfillOptions};
 pub(crate) use follow::{catch_up, Follower};
 pub use source::{
     current_wal_lsn, publication_problems, require_publication, slot_exists, slot_health,

@@ -26,6 +26,9 @@ use crate::state::{self, lock, VersionState};
 pub struct SyncOptions {
     /// Apply what is committed now, then exit.
     pub once: bool,
+    /// Other processes (`walfill serve` workers) share the versions: one
+    /// held by another is left to it, and looked at again at the next scan.
+    pub shared: bool,
 }
 
 /// Longest pause between retries of a failing version.
@@ -93,8 +96,9 @@ pub async fn sync(
             running.insert(label.clone(), token.clone());
             let config = config.clone();
             let version = version.clone();
+            let shared = options.shared;
             tasks.spawn(async move {
-                let result = follow_with_retry(&config, &version, until, &token).await;
+                let result = follow_with_retry(&config, &version, until, shared, &token).await;
                 (version.label(), result)
             });
         }
@@ -179,11 +183,12 @@ async fn follow_with_retry(
     config: &Config,
     version: &VersionState,
     until: Option<Lsn>,
+    shared: bool,
     cancel: &CancellationToken,
 ) -> Result<()> {
     let mut backoff = Duration::from_secs(1);
     loop {
-        let result = follow_version(config, version, until, cancel).await;
+        let result = follow_version(config, version, until, shared, cancel).await;
         let e = match result {
             Ok(()) => return Ok(()),
             Err(e) => e,
@@ -217,16 +222,24 @@ async fn follow_version(
     config: &Config,
     version: &VersionState,
     until: Option<Lsn>,
+    shared: bool,
     cancel: &CancellationToken,
 ) -> Result<()> {
-    let source = db::connect(&config.source, Role::Source).await?;
     let mut dest = db::connect(&config.destination, Role::Destination).await?;
     let name = format!("version:{}:{}", version.target, version.version);
     let what = format!("version {} of {}", version.version, version.target);
-    tokio::select! {
-        _ = cancel.cancelled() => return Ok(()),
-        taken = lock::acquire(&dest, &name, &what, lock::DEFAULT_WAIT) => taken?,
+    if shared {
+        if !lock::try_acquire(&dest, &name).await? {
+            tracing::debug!(version = %version.label(), "another process follows it");
+            return Ok(());
+        }
+    } else {
+        tokio::select! {
+            _ = cancel.cancelled() => return Ok(()),
+            taken = lock::acquire(&dest, &name, &what, lock::DEFAULT_WAIT) => taken?,
+        }
     }
+    let source = db::connect(&config.source, Role::Source).await?;
     // Reread under the lock: another process may have moved it on.
     let Some(mut state) = VersionState::load(&dest, &version.target, &version.version).await?
     else {

@@ -68,6 +68,19 @@ pub async fn acquire(client: &Client, name: &str, what: &str, wait: Duration) ->
     }
 }
 
+/// Takes the lock `name` for this session if no other session holds it.
+pub async fn try_acquire(client: &Client, name: &str) -> Result<bool> {
+    let got: bool = client
+        .query_one(
+            &format!("SELECT pg_try_advisory_lock({})", key_sql()),
+            &[&format!("walfill:{name}")],
+        )
+        .await
+        .map_err(|e| Error::destination("taking walfill's lock", e))?
+        .get(0);
+    Ok(got)
+}
+
 /// Releases the lock `name` taken by this session.
 pub async fn release(client: &Client, name: &str) -> Result<()> {
     client

@@ -7,6 +7,7 @@
 
 pub mod lock;
 mod progress;
+pub mod requests;
 mod transition;
 mod version;
 

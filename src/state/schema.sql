@@ -85,3 +85,98 @@ ALTER TABLE walfill.versions ADD COLUMN IF NOT EXISTS lost text;
 ALTER TABLE walfill.versions ADD COLUMN IF NOT EXISTS replaced_table text;
 -- How far a replay has read the archived WAL (for its progress).
 ALTER TABLE walfill.versions ADD COLUMN IF NOT EXISTS replay_read_lsn pg_lsn;
+
+-- Added with `walfill serve`.
+--
+-- Requests for backfills, from every entry point (the CLI, SQL, HTTP, a
+-- schedule, a configuration change, a rebuild after a loss). A worker
+-- claims one by setting state = 'running' with a lease it renews; a lease
+-- that runs out (its process died) lets another worker claim it again.
+CREATE TABLE IF NOT EXISTS walfill.requests (
+    id                 bigserial   PRIMARY KEY,
+    target             text        NOT NULL,
+    -- where it came from: cli, sql, http, schedule, config, recovery
+    origin             text        NOT NULL DEFAULT 'sql',
+    -- the version it builds (decided when first claimed, if not given)
+    version            text,
+    -- a schedule's due time
+    due_at             timestamptz,
+    state              text        NOT NULL DEFAULT 'queued'
+                       CHECK (state IN ('queued', 'running', 'done', 'failed', 'cancelled')),
+    requested_by       text        NOT NULL DEFAULT current_user,
+    created_at         timestamptz NOT NULL DEFAULT now(),
+    started_at         timestamptz,
+    finished_at        timestamptz,
+    worker             text,
+    lease_until        timestamptz,
+    attempts           integer     NOT NULL DEFAULT 0,
+    next_attempt_at    timestamptz NOT NULL DEFAULT now(),
+    last_error         text,
+    -- the path the fill took and why, rows, when done
+    outcome            jsonb
+);
+CREATE UNIQUE INDEX IF NOT EXISTS requests_schedule_due
+    ON walfill.requests (target, due_at) WHERE origin = 'schedule';
+CREATE INDEX IF NOT EXISTS requests_open
+    ON walfill.requests (state, next_attempt_at) WHERE state IN ('queued', 'running');
+
+-- Targets whose backfills are paused ('*': all of them).
+CREATE TABLE IF NOT EXISTS walfill.paused (
+    target             text        PRIMARY KEY,
+    paused_at          timestamptz NOT NULL DEFAULT now(),
+    paused_by          text        NOT NULL DEFAULT current_user
+);
+
+-- The last due time of each target's schedule that was handled (run, or
+-- skipped because a run was still going).
+CREATE TABLE IF NOT EXISTS walfill.schedules (
+    target             text        PRIMARY KEY,
+    schedule           text        NOT NULL,
+    last_due_at        timestamptz NOT NULL
+);
+
+-- The running `walfill serve` processes, and which one leads (schedules,
+-- configuration changes, recovery, retention): the leader holds a lease
+-- it renews.
+CREATE TABLE IF NOT EXISTS walfill.workers (
+    id                 text        PRIMARY KEY,
+    host               text        NOT NULL,
+    pid                integer     NOT NULL,
+    listen             text,
+    started_at         timestamptz NOT NULL DEFAULT now(),
+    seen_at            timestamptz NOT NULL DEFAULT now()
+);
+CREATE TABLE IF NOT EXISTS walfill.leader (
+    one                boolean     PRIMARY KEY DEFAULT true CHECK (one),
+    worker             text        NOT NULL,
+    lease_until        timestamptz NOT NULL
+);
+
+-- The targets of the running configuration, so that SQL requests can be
+-- checked against them.
+CREATE TABLE IF NOT EXISTS walfill.configured (
+    target             text        PRIMARY KEY,
+    version            text        NOT NULL,
+    schedule           text,
+    seen_at            timestamptz NOT NULL DEFAULT now()
+);
+
+-- Requests a backfill of `target` from SQL; returns the request's id. The
+-- running service is woken at once.
+CREATE OR REPLACE FUNCTION walfill.request_backfill(target text)
+RETURNS bigint LANGUAGE plpgsql AS $fn$
+DECLARE
+    id bigint;
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM walfill.configured c WHERE c.target = request_backfill.target)
+       AND EXISTS (SELECT 1 FROM walfill.configured) THEN
+        RAISE EXCEPTION 'walfill has no target named %', request_backfill.target
+            USING HINT = 'the configured targets are: ' ||
+                (SELECT string_agg(c.target, ', ' ORDER BY c.target) FROM walfill.configured c);
+    END IF;
+    INSERT INTO walfill.requests (target, origin) VALUES (request_backfill.target, 'sql')
+        RETURNING requests.id INTO id;
+    PERFORM pg_notify('walfill', 'request ' || id);
+    RETURN id;
+END
+$fn$;

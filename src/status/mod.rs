@@ -75,10 +75,43 @@ pub struct Report {
     pub warnings: Vec<String>,
     /// The configured archive and the layout it is read in.
     pub archive: Option<ArchiveFound>,
+    /// Requests queued or running, and the most recent finished ones.
+    pub requests: Vec<crate::state::requests::Request>,
+    /// Targets whose backfills are paused (`*`: all).
+    pub paused: Vec<String>,
+    /// The `walfill serve` processes seen in the last minute.
+    pub workers: Vec<Worker>,
 }
+
+/// A `walfill serve` process.
+#[derive(Debug, Serialize)]
+pub struct Worker {
+    /// `host:pid:nonce`.
+    pub id: String,
+    /// Where its HTTP endpoints listen.
+    pub listen: Option<String>,
+    /// Whether it leads.
+    pub leader: bool,
+    /// When it last looked at the state.
+    pub seen_at: String,
+}
+
+/// Requests finished that `status` shows besides the open ones.
+const RECENT_REQUESTS: i64 = 10;
 
 /// Prints the status of every target, as a table or as JSON.
 pub async fn status(config: &Config, json: bool) -> Result<()> {
+    let report = report(config).await?;
+    if json {
+        let text = serde_json::to_string_pretty(&report).unwrap_or_else(|_| "{}".into());
+        crate::say!("{text}")?;
+        return Ok(());
+    }
+    print(&report)
+}
+
+/// The status of every target, its requests and the service's workers.
+pub async fn report(config: &Config) -> Result<Report> {
     let dest = db::connect(&config.destination, Role::Destination).await?;
     state::require(&dest).await?;
     let mut versions = Vec::new();
@@ -105,18 +138,52 @@ pub async fn status(config: &Config, json: bool) -> Result<()> {
             (Vec::new(), Vec::new())
         }
     };
-    let report = Report {
+    let serving = dest
+        .query_one("SELECT to_regclass('walfill.requests') IS NOT NULL", &[])
+        .await
+        .map_err(|e| crate::error::Error::destination("reading the state", e))?
+        .get::<_, bool>(0);
+    let (requests, paused, workers) = if serving {
+        (
+            crate::state::requests::recent(&dest, RECENT_REQUESTS).await?,
+            crate::state::requests::paused(&dest).await?,
+            workers(&dest).await?,
+        )
+    } else {
+        Default::default()
+    };
+    Ok(Report {
         versions,
         slots,
         warnings,
         archive: ArchiveFound::find(config).await,
-    };
-    if json {
-        let text = serde_json::to_string_pretty(&report).unwrap_or_else(|_| "{}".into());
-        crate::say!("{text}")?;
-        return Ok(());
-    }
-    print(&report)
+        requests,
+        paused,
+        workers,
+    })
+}
+
+async fn workers(dest: &Client) -> Result<Vec<Worker>> {
+    let rows = dest
+        .query(
+            "SELECT w.id, w.listen, coalesce(l.worker = w.id AND l.lease_until > now(), false),
+                    w.seen_at::text
+               FROM walfill.workers w LEFT JOIN walfill.leader l ON true
+              WHERE w.seen_at > now() - interval '1 minute'
+              ORDER BY w.id",
+            &[],
+        )
+        .await
+        .map_err(|e| crate::error::Error::destination("reading the workers", e))?;
+    Ok(rows
+        .iter()
+        .map(|r| Worker {
+            id: r.get(0),
+            listen: r.get(1),
+            leader: r.get(2),
+            seen_at: r.get(3),
+        })
+        .collect())
 }
 
 /// A version's row of the report; `holder` is the process working on it.
@@ -310,6 +377,34 @@ fn print(report: &Report) -> Result<()> {
                 s.wal_status.as_deref().unwrap_or("-")
             )?;
         }
+    }
+    if !report.requests.is_empty() {
+        crate::say!("")?;
+        crate::say!(
+            "{:<8} {:<20} {:<10} {:<24} {:<10} {:>8}  ERROR",
+            "REQUEST",
+            "TARGET",
+            "ORIGIN",
+            "VERSION",
+            "STATE",
+            "ATTEMPTS"
+        )?;
+        for r in &report.requests {
+            crate::say!(
+                "{:<8} {:<20} {:<10} {:<24} {:<10} {:>8}  {}",
+                r.id,
+                r.target,
+                r.origin,
+                r.version.as_deref().unwrap_or("-"),
+                r.state,
+                r.attempts,
+                r.last_error.as_deref().unwrap_or("")
+            )?;
+        }
+    }
+    if !report.paused.is_empty() {
+        crate::say!("")?;
+        crate::say!("paused: {}", report.paused.join(", "))?;
     }
     if let Some(archive) = &report.archive {
         crate::say!("")?;

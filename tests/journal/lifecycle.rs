@@ -8,8 +8,8 @@ use super::{check, install, relid, relids, try_install, try_uninstall, with_clie
 use crate::support::TestDb;
 
 /// Counts of the journal's objects: event triggers, truncate triggers (of
-/// earlier versions),
-/// functions in schema walfill, and whether the schema exists.
+/// earlier versions), functions in schema walfill (but the state's
+/// `request_backfill`), and whether the schema exists.
 fn leftovers(db: &TestDb) -> (i64, i64, i64, bool) {
     let row = db
         .client()
@@ -19,7 +19,7 @@ fn leftovers(db: &TestDb) -> (i64, i64, i64, bool) {
                        JOIN pg_namespace n ON n.oid = p.pronamespace
                       WHERE t.tgname = 'walfill_journal_truncate' OR n.nspname = 'walfill'),
                     (SELECT count(*) FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
-                      WHERE n.nspname = 'walfill'),
+                      WHERE n.nspname = 'walfill' AND p.proname <> 'request_backfill'),
                     EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = 'walfill')",
             &[],
         )

@@ -11,6 +11,7 @@ pub mod role;
 pub mod rss;
 pub mod run;
 pub mod server;
+pub mod service;
 pub mod workload;
 
 pub use cluster::TestDb;

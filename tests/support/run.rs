@@ -59,6 +59,15 @@ impl Walfill {
         cmd
     }
 
+    /// The command with extra environment variables, not started.
+    pub fn command_env(&self, args: &[&str], env: &[(&str, &str)]) -> Command {
+        let mut cmd = self.command(args);
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        cmd
+    }
+
     /// Runs to completion.
     pub fn run(&self, args: &[&str]) -> Output {
         self.command(args).output().expect("run walfill")

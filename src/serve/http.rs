@@ -1,0 +1,225 @@
+//! The service's HTTP endpoints:
+//!
+//! - `GET /`: the status page (one HTML page refreshing itself from `/status`);
+//! - `GET /health`: 200, or 503 with the reason after repeated failures;
+//! - `GET /status`: what `walfill status --json` prints;
+//! - `GET /metrics`: Prometheus text format;
+//! - `GET /requests/ID`: one request;
+//! - `POST /targets/TARGET/backfill`: requests a backfill (202, its id);
+//! - `POST /targets/TARGET/pause`, `.../resume`; `POST /pause`, `/resume`
+//!   for every target.
+
+use std::sync::Arc;
+
+use axum::extract::{Path, State};
+use axum::http::{header, StatusCode};
+use axum::response::{Html, IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use tokio_util::sync::CancellationToken;
+
+use super::Shared;
+use crate::db::{self, Role};
+use crate::error::Error;
+use crate::state::requests;
+
+const PAGE: &str = include_str!("page.html");
+
+/// Serves until `cancel`.
+pub(super) async fn run(
+    listener: tokio::net::TcpListener,
+    shared: Arc<Shared>,
+    cancel: CancellationToken,
+) {
+    let app = Router::new()
+        .route("/", get(|| async { Html(PAGE) }))
+        .route("/health", get(health))
+        .route("/status", get(status))
+        .route("/metrics", get(metrics))
+        .route("/requests/{id}", get(request))
+        .route("/targets/{target}/backfill", post(backfill))
+        .route("/targets/{target}/pause", post(pause))
+        .route("/targets/{target}/resume", post(resume))
+        .route("/pause", post(pause_all))
+        .route("/resume", post(resume_all))
+        .with_state(shared);
+    let served = axum::serve(listener, app)
+        .with_graceful_shutdown(cancel.cancelled_owned())
+        .await;
+    if let Err(e) = served {
+        tracing::error!(error = %e, "the HTTP endpoints stopped");
+    }
+}
+
+/// An error as a response: the status that fits, the message as JSON.
+fn failure(e: &Error) -> Response {
+    let code = match e {
+        Error::Config(_) => StatusCode::NOT_FOUND,
+        Error::Request(_) => StatusCode::CONFLICT,
+        _ => StatusCode::SERVICE_UNAVAILABLE,
+    };
+    (code, Json(serde_json::json!({ "error": e.describe() }))).into_response()
+}
+
+async fn health(State(shared): State<Arc<Shared>>) -> Response {
+    if let Some(why) = shared.unhealthy() {
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("unhealthy: {why}\n"),
+        )
+            .into_response();
+    }
+    let config = shared.config();
+    let failing = match db::connect(&config.destination, Role::Destination).await {
+        Ok(dest) => failing_targets(&dest).await,
+        Err(e) => Err(e),
+    };
+    match failing {
+        Ok(failing) if failing.is_empty() => (StatusCode::OK, "ok\n").into_response(),
+        Ok(failing) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("unhealthy: {}\n", failing.join("; ")),
+        )
+            .into_response(),
+        Err(e) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("unhealthy: {}\n", e.describe()),
+        )
+            .into_response(),
+    }
+}
+
+/// Targets whose newest request failed for good, or failed three times in
+/// a row and waits to be tried again.
+async fn failing_targets(dest: &tokio_postgres::Client) -> crate::error::Result<Vec<String>> {
+    let rows = dest
+        .query(
+            "SELECT DISTINCT ON (target) target, state, attempts, last_error
+               FROM walfill.requests ORDER BY target, id DESC",
+            &[],
+        )
+        .await
+        .map_err(|e| Error::destination("reading the requests", e))?;
+    Ok(rows
+        .iter()
+        .filter(|r| {
+            let state: String = r.get(1);
+            let attempts: i32 = r.get(2);
+            let error: Option<String> = r.get(3);
+            state == "failed" || (state != "done" && attempts >= 3 && error.is_some())
+        })
+        .map(|r| {
+            format!(
+                "target {} failed {} time(s): {}",
+                r.get::<_, String>(0),
+                r.get::<_, i32>(2),
+                r.get::<_, Option<String>>(3).unwrap_or_default()
+            )
+        })
+        .collect())
+}
+
+async fn status(State(shared): State<Arc<Shared>>) -> Response {
+    match crate::status::report(&shared.config()).await {
+        Ok(report) => Json(report).into_response(),
+        Err(e) => failure(&e),
+    }
+}
+
+async fn metrics(State(shared): State<Arc<Shared>>) -> Response {
+    let config = shared.config();
+    let rendered = async {
+        let report = crate::status::report(&config).await?;
+        let dest = db::connect(&config.destination, Role::Destination).await?;
+        let leader = shared.health.lock().map(|h| h.leader).unwrap_or(false);
+        super::metrics::render(&report, &dest, leader).await
+    }
+    .await;
+    match rendered {
+        Ok(text) => (
+            [(
+                header::CONTENT_TYPE,
+                "text/plain; version=0.0.4; charset=utf-8",
+            )],
+            text,
+        )
+            .into_response(),
+        Err(e) => failure(&e),
+    }
+}
+
+async fn request(State(shared): State<Arc<Shared>>, Path(id): Path<i64>) -> Response {
+    let found = async {
+        let dest = db::connect(&shared.config().destination, Role::Destination).await?;
+        requests::get(&dest, id).await
+    }
+    .await;
+    match found {
+        Ok(Some(r)) => Json(r).into_response(),
+        Ok(None) => (
+            StatusCode::NOT_FOUND,
+            Json(serde_json::json!({ "error": format!("there is no request {id}") })),
+        )
+            .into_response(),
+        Err(e) => failure(&e),
+    }
+}
+
+async fn backfill(State(shared): State<Arc<Shared>>, Path(target): Path<String>) -> Response {
+    let config = shared.config();
+    let made = async {
+        config.target(&target)?;
+        let dest = db::connect(&config.destination, Role::Destination).await?;
+        requests::enqueue(&dest, &target, "http", None).await
+    }
+    .await;
+    match made {
+        Ok(id) => (
+            StatusCode::ACCEPTED,
+            [(header::LOCATION, format!("/requests/{id}"))],
+            Json(serde_json::json!({ "id": id, "target": target })),
+        )
+            .into_response(),
+        Err(e) => failure(&e),
+    }
+}
+
+async fn set_pause(shared: &Shared, target: Option<&str>, paused: bool) -> Response {
+    let config = shared.config();
+    let done = async {
+        if let Some(t) = target {
+            config.target(t)?;
+        }
+        let dest = db::connect(&config.destination, Role::Destination).await?;
+        if paused {
+            requests::pause(&dest, target).await
+        } else {
+            requests::resume(&dest, target).await
+        }
+    }
+    .await;
+    match done {
+        Ok(()) => Json(serde_json::json!({
+            "target": target.unwrap_or("*"),
+            "paused": paused,
+        }))
+        .into_response(),
+        Err(e) => failure(&e),
+    }
+}
+
+async fn pause(State(shared): State<Arc<Shared>>, Path(target): Path<String>) -> Response {
+    set_pause(&shared, Some(&target), true).await
+}
+
+async fn resume(State(shared): State<Arc<Shared>>, Path(target): Path<String>) -> Response {
+    set_pause(&shared, Some(&target), false).await
+}
+
+async fn pause_all(State(shared): State<Arc<Shared>>) -> Response {
+    set_pause(&shared, None, true).await
+}
+
+async fn resume_all(State(shared): State<Arc<Shared>>) -> Response {
+    set_pause(&shared, None, false).await
+}

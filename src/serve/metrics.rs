@@ -1,0 +1,252 @@
+//! `GET /metrics`: the status in Prometheus's text format, every name
+//! prefixed `walfill_`. Gauges are read from the state database at each
+//! scrape, so every worker reports the same figures; counters count events
+//! recorded in `walfill.events`.
+
+use std::fmt::Write;
+
+use tokio_postgres::Client;
+
+use crate::error::{Error, Result};
+use crate::status::Report;
+
+/// One metric family being written.
+struct Family<'a> {
+    out: &'a mut String,
+}
+
+impl<'a> Family<'a> {
+    fn new(out: &'a mut String, name: &str, kind: &str, help: &str) -> Family<'a> {
+        let _ = writeln!(out, "# HELP walfill_{name} {help}");
+        let _ = writeln!(out, "# TYPE walfill_{name} {kind}");
+        Family { out }
+    }
+
+    fn sample(&mut self, name: &str, labels: &[(&str, &str)], value: f64) {
+        let _ = write!(self.out, "walfill_{name}");
+        if !labels.is_empty() {
+            let text: Vec<String> = labels
+                .iter()
+                .map(|(k, v)| format!("{k}=\"{}\"", escape(v)))
+                .collect();
+            let _ = write!(self.out, "{{{}}}", text.join(","));
+        }
+        let _ = writeln!(self.out, " {value}");
+    }
+}
+
+/// A label value as the text format wants it.
+fn escape(value: &str) -> String {
+    value
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+/// Renders the metrics from `report` and the event counts in `dest`.
+pub(super) async fn render(report: &Report, dest: &Client, leader: bool) -> Result<String> {
+    let mut out = String::new();
+    Family::new(&mut out, "up", "gauge", "1 while this walfill serve runs.").sample("up", &[], 1.0);
+    Family::new(
+        &mut out,
+        "leader",
+        "gauge",
+        "1 when this process leads the workers.",
+    )
+    .sample("leader", &[], if leader { 1.0 } else { 0.0 });
+
+    let mut f = Family::new(
+        &mut out,
+        "rows_copied",
+        "gauge",
+        "Rows stored by a version's snapshot copy.",
+    );
+    for v in report
+        .versions
+        .iter()
+        .filter(|v| v.path.as_deref() == Some("snapshot"))
+    {
+        f.sample(
+            "rows_copied",
+            &[("target", &v.target), ("version", &v.version)],
+            v.rows_copied as f64,
+        );
+    }
+    let mut f = Family::new(
+        &mut out,
+        "rows_replayed",
+        "gauge",
+        "Rows written by a version's replay of archived WAL.",
+    );
+    for v in report
+        .versions
+        .iter()
+        .filter(|v| v.path.as_deref() == Some("replay"))
+    {
+        f.sample(
+            "rows_replayed",
+            &[("target", &v.target), ("version", &v.version)],
+            v.rows_copied as f64,
+        );
+    }
+    let mut f = Family::new(
+        &mut out,
+        "rows_estimated",
+        "gauge",
+        "The planner's estimate of a version's source rows.",
+    );
+    for v in report.versions.iter().filter(|v| v.phase != "unbuilt") {
+        f.sample(
+            "rows_estimated",
+            &[("target", &v.target), ("version", &v.version)],
+            v.rows_estimated as f64,
+        );
+    }
+    let mut f = Family::new(
+        &mut out,
+        "fill_rate",
+        "gauge",
+        "A running fill's rate: rows per second (copy) or WAL bytes per second (replay).",
+    );
+    for v in &report.versions {
+        if let Some(rate) = v.rate {
+            f.sample(
+                "fill_rate",
+                &[("target", &v.target), ("version", &v.version)],
+                rate,
+            );
+        }
+    }
+    let mut f = Family::new(
+        &mut out,
+        "version_phase",
+        "gauge",
+        "1 for each version's phase (active, ready, copying, replaying...).",
+    );
+    for v in &report.versions {
+        f.sample(
+            "version_phase",
+            &[
+                ("target", &v.target),
+                ("version", &v.version),
+                ("phase", &v.phase),
+            ],
+            1.0,
+        );
+    }
+    let mut f = Family::new(
+        &mut out,
+        "version_lost",
+        "gauge",
+        "1 for a version that lost changes (its table dropped, its slot gone) until rebuilt.",
+    );
+    for v in report.versions.iter().filter(|v| v.phase != "unbuilt") {
+        f.sample(
+            "version_lost",
+            &[("target", &v.target), ("version", &v.version)],
+            if v.lost.is_some() { 1.0 } else { 0.0 },
+        );
+    }
+    let mut f = Family::new(
+        &mut out,
+        "apply_lag_bytes",
+        "gauge",
+        "WAL a version's slot has not confirmed: how far its live apply is behind the source.",
+    );
+    for v in &report.versions {
+        if let Some(lag) = v.slot_lag_bytes {
+            f.sample(
+                "apply_lag_bytes",
+                &[("target", &v.target), ("version", &v.version)],
+                lag as f64,
+            );
+        }
+    }
+    let mut f = Family::new(
+        &mut out,
+        "changes_applied",
+        "gauge",
+        "Changes of the live stream applied to a version.",
+    );
+    for v in report.versions.iter().filter(|v| v.phase != "unbuilt") {
+        f.sample(
+            "changes_applied",
+            &[("target", &v.target), ("version", &v.version)],
+            v.changes_applied as f64,
+        );
+    }
+    let mut f = Family::new(
+        &mut out,
+        "slot_retained_bytes",
+        "gauge",
+        "WAL the source keeps for a walfill slot.",
+    );
+    for s in &report.slots {
+        f.sample(
+            "slot_retained_bytes",
+            &[("slot", &s.name), ("kind", &s.kind)],
+            s.retained_bytes as f64,
+        );
+    }
+    let mut f = Family::new(
+        &mut out,
+        "backfills",
+        "gauge",
+        "Backfill requests by state (queued, running; failed: failed for good).",
+    );
+    let states = dest
+        .query(
+            "SELECT s, count(r.id)::float8 FROM unnest(ARRAY['queued', 'running', 'failed']) s
+               LEFT JOIN walfill.requests r ON r.state = s GROUP BY s ORDER BY s",
+            &[],
+        )
+        .await
+        .map_err(|e| Error::destination("counting the requests", e))?;
+    for row in &states {
+        let state: String = row.get(0);
+        f.sample("backfills", &[("state", &state)], row.get(1));
+    }
+    let mut f = Family::new(
+        &mut out,
+        "paused",
+        "gauge",
+        "1 for each paused target ('*': all).",
+    );
+    for target in &report.paused {
+        f.sample("paused", &[("target", target)], 1.0);
+    }
+    let mut f = Family::new(
+        &mut out,
+        "events_total",
+        "counter",
+        "Events recorded per kind: swaps, rollbacks, losses, rebuilds, skipped schedules...",
+    );
+    let events = dest
+        .query(
+            "SELECT kind, count(*)::float8 FROM walfill.events GROUP BY kind ORDER BY kind",
+            &[],
+        )
+        .await
+        .map_err(|e| Error::destination("counting the events", e))?;
+    for row in &events {
+        let kind: String = row.get(0);
+        f.sample("events_total", &[("kind", &kind)], row.get(1));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn label_values_are_escaped() {
+        assert_eq!(escape("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
+        let mut out = String::new();
+        Family::new(&mut out, "x", "gauge", "X.").sample("x", &[("t", "a\"b")], 1.5);
+        assert_eq!(
+            out,
+            "# HELP walfill_x X.\n# TYPE walfill_x gauge\nwalfill_x{t=\"a\\\"b\"} 1.5\n"
+        );
+    }
+}

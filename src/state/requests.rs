@@ -1,0 +1,392 @@
+//! Backfill requests in the state schema: how they are made (from every
+//! entry point), claimed by one worker under a lease, and finished.
+//!
+//! A request is a row of `walfill.requests`. `queued` rows wait for a
+//! worker; a worker claims one by turning it `running` with a lease
+//! (`lease_until`) that it renews while the job runs. A claim skips rows
+//! another worker is claiming at the same moment (`FOR UPDATE SKIP
+//! LOCKED`), and takes over a `running` row whose lease ran out: its worker
+//! died or was cut off, and the backfill resumes from the version's recorded
+//! phase. Every change of a request's state notifies channel `walfill`, so
+//! the services wake at once instead of at their next poll.
+
+use std::time::Duration;
+
+use serde::Serialize;
+use tokio_postgres::GenericClient;
+
+use crate::error::{Error, Result};
+
+/// The channel every request, cancel, pause and resume is announced on.
+pub const CHANNEL: &str = "walfill";
+
+/// A request as `status` and `GET /requests/ID` show it.
+#[derive(Clone, Debug, Serialize)]
+pub struct Request {
+    /// Its id.
+    pub id: i64,
+    /// The target.
+    pub target: String,
+    /// Where it came from: cli, sql, http, schedule, config, recovery.
+    pub origin: String,
+    /// The version it builds (decided when first claimed).
+    pub version: Option<String>,
+    /// A schedule's due time.
+    pub due_at: Option<String>,
+    /// queued, running, done, failed or cancelled.
+    pub state: String,
+    /// Who asked (the database role).
+    pub requested_by: String,
+    /// When it was made.
+    pub created_at: String,
+    /// When a worker first started it.
+    pub started_at: Option<String>,
+    /// When it ended.
+    pub finished_at: Option<String>,
+    /// The worker running it (or that ran it last).
+    pub worker: Option<String>,
+    /// How many times a worker started it.
+    pub attempts: i32,
+    /// When it is tried again, for a request waiting after a failure.
+    pub next_attempt_at: Option<String>,
+    /// The error of its last attempt.
+    pub last_error: Option<String>,
+    /// What the finished job did: path, why, rows.
+    pub outcome: Option<serde_json::Value>,
+}
+
+const COLUMNS: &str = "id, target, origin, version, due_at::text, state, requested_by, \
+     created_at::text, started_at::text, finished_at::text, worker, attempts, \
+     CASE WHEN state = 'queued' AND next_attempt_at > now() THEN next_attempt_at::text END, \
+     last_error, outcome";
+
+fn from_row(r: &tokio_postgres::Row) -> Request {
+    Request {
+        id: r.get(0),
+        target: r.get(1),
+        origin: r.get(2),
+        version: r.get(3),
+        due_at: r.get(4),
+        state: r.get(5),
+        requested_by: r.get(6),
+        created_at: r.get(7),
+        started_at: r.get(8),
+        finished_at: r.get(9),
+        worker: r.get(10),
+        attempts: r.get(11),
+        next_attempt_at: r.get(12),
+        last_error: r.get(13),
+        outcome: r.get(14),
+    }
+}
+
+/// Queues a request for `target` (`version`: a given version to build; none:
+/// decided when it runs) and wakes the services; returns its id.
+pub async fn enqueue(
+    client: &impl GenericClient,
+    target: &str,
+    origin: &str,
+    version: Option<&str>,
+) -> Result<i64> {
+    let row = client
+        .query_one(
+            "WITH r AS (INSERT INTO walfill.requests (target, origin, version)
+                        VALUES ($1, $2, $3) RETURNING id)
+             SELECT r.id FROM r, LATERAL pg_notify('walfill', 'request ' || r.id) n",
+            &[&target, &origin, &version],
+        )
+        .await
+        .map_err(|e| Error::destination("recording the request", e))?;
+    Ok(row.get(0))
+}
+
+/// One request, if it exists.
+pub async fn get(client: &impl GenericClient, id: i64) -> Result<Option<Request>> {
+    let row = client
+        .query_opt(
+            &format!("SELECT {COLUMNS} FROM walfill.requests WHERE id = $1"),
+            &[&id],
+        )
+        .await
+        .map_err(|e| Error::destination("reading the request", e))?;
+    Ok(row.as_ref().map(from_row))
+}
+
+/// Open requests and the most recent finished ones, newest first.
+pub async fn recent(client: &impl GenericClient, finished: i64) -> Result<Vec<Request>> {
+    let rows = client
+        .query(
+            &format!(
+                "(SELECT {COLUMNS} FROM walfill.requests WHERE state IN ('queued', 'running'))
+                 UNION ALL
+                 (SELECT {COLUMNS} FROM walfill.requests
+                   WHERE state NOT IN ('queued', 'running') ORDER BY id DESC LIMIT $1)
+                 ORDER BY id DESC"
+            ),
+            &[&finished],
+        )
+        .await
+        .map_err(|e| Error::destination("reading the requests", e))?;
+    Ok(rows.iter().map(from_row).collect())
+}
+
+/// Withdraws a queued request. A running one is not stopped (pause its
+/// target for that); a finished one stays as it ended.
+pub async fn cancel(client: &impl GenericClient, id: i64) -> Result<Request> {
+    let row = client
+        .query_opt(
+            "UPDATE walfill.requests SET state = 'cancelled', finished_at = now()
+              WHERE id = $1 AND state = 'queued' RETURNING id",
+            &[&id],
+        )
+        .await
+        .map_err(|e| Error::destination("cancelling the request", e))?;
+    let request = get(client, id)
+        .await?
+        .ok_or_else(|| Error::Request(format!("there is no request {id}")))?;
+    if row.is_none() {
+        return Err(Error::Request(format!(
+            "request {id} is {}, not queued: only a queued request can be cancelled{}",
+            request.state,
+            if request.state == "running" {
+                format!(
+                    "; `walfill pause {}` stops its job where it is",
+                    request.target
+                )
+            } else {
+                String::new()
+            }
+        )));
+    }
+    notify(client, &format!("cancel {id}")).await;
+    Ok(request)
+}
+
+/// Announces `payload` on the channel (best effort: services poll too).
+pub async fn notify(client: &impl GenericClient, payload: &str) {
+    let _ = client
+        .execute("SELECT pg_notify('walfill', $1)", &[&payload])
+        .await;
+}
+
+/// Pauses the backfills of `target` (`None`: all targets).
+pub async fn pause(client: &impl GenericClient, target: Option<&str>) -> Result<()> {
+    let key = target.unwrap_or("*");
+    client
+        .execute(
+            "INSERT INTO walfill.paused (target) VALUES ($1) ON CONFLICT DO NOTHING",
+            &[&key],
+        )
+        .await
+        .map_err(|e| Error::destination("recording the pause", e))?;
+    notify(client, &format!("pause {key}")).await;
+    Ok(())
+}
+
+/// Resumes the backfills of `target` (`None`: all targets, every pause).
+pub async fn resume(client: &impl GenericClient, target: Option<&str>) -> Result<()> {
+    client
+        .execute(
+            "DELETE FROM walfill.paused WHERE $1::text IS NULL OR target = $1",
+            &[&target],
+        )
+        .await
+        .map_err(|e| Error::destination("removing the pause", e))?;
+    notify(client, &format!("resume {}", target.unwrap_or("*"))).await;
+    Ok(())
+}
+
+/// The paused targets (`*` for all).
+pub async fn paused(client: &impl GenericClient) -> Result<Vec<String>> {
+    let rows = client
+        .query("SELECT target FROM walfill.paused ORDER BY target", &[])
+        .await
+        .map_err(|e| Error::destination("reading the pauses", e))?;
+    Ok(rows.iter().map(|r| r.get(0)).collect())
+}
+
+/// Whether `target`'s backfills are paused.
+pub async fn is_paused(client: &impl GenericClient, target: &str) -> Result<bool> {
+    let row = client
+        .query_one(
+            "SELECT EXISTS (SELECT 1 FROM walfill.paused WHERE target IN ($1, '*'))",
+            &[&target],
+        )
+        .await
+        .map_err(|e| Error::destination("reading the pauses", e))?;
+    Ok(row.get(0))
+}
+
+/// Claims the oldest request that is due, whose target is not paused and
+/// has no other job running, for `worker` with a lease of `lease`: a
+/// queued one, or a running one whose worker's lease ran out.
+pub async fn claim(
+    client: &impl GenericClient,
+    worker: &str,
+    lease: Duration,
+) -> Result<Option<Request>> {
+    let seconds = lease.as_secs_f64();
+    let row = client
+        .query_opt(
+            &format!(
+                "UPDATE walfill.requests r
+                    SET state = 'running', worker = $1, attempts = r.attempts + 1,
+                        lease_until = now() + make_interval(secs => $2),
+                        started_at = coalesce(r.started_at, now())
+                  WHERE r.id = (
+                        SELECT q.id FROM walfill.requests q
+                         WHERE (q.state = 'queued' AND q.next_attempt_at <= now()
+                                OR q.state = 'running' AND q.lease_until < now())
+                           AND NOT EXISTS (SELECT 1 FROM walfill.paused p
+                                            WHERE p.target IN (q.target, '*'))
+                           AND NOT EXISTS (SELECT 1 FROM walfill.requests o
+                                            WHERE o.target = q.target AND o.id <> q.id
+                                              AND o.state = 'running'
+                                              AND o.lease_until >= now())
+                         ORDER BY q.id
+                         FOR UPDATE SKIP LOCKED
+                         LIMIT 1)
+                 RETURNING {}",
+                COLUMNS.replace("id, target", "r.id, r.target")
+            ),
+            &[&worker, &seconds],
+        )
+        .await
+        .map_err(|e| Error::destination("claiming a request", e))?;
+    Ok(row.as_ref().map(from_row))
+}
+
+/// Records the version a claimed request builds (kept for takeovers).
+pub async fn set_version(client: &impl GenericClient, id: i64, version: &str) -> Result<()> {
+    client
+        .execute(
+            "UPDATE walfill.requests SET version = $2 WHERE id = $1",
+            &[&id, &version],
+        )
+        .await
+        .map_err(|e| Error::destination("recording the request's version", e))?;
+    Ok(())
+}
+
+/// Renews `worker`'s lease on request `id`; false when the worker lost it
+/// (another took the request over, or it was cancelled).
+pub async fn renew(
+    client: &impl GenericClient,
+    id: i64,
+    worker: &str,
+    lease: Duration,
+) -> Result<bool> {
+    let n = client
+        .execute(
+            "UPDATE walfill.requests SET lease_until = now() + make_interval(secs => $3)
+              WHERE id = $1 AND worker = $2 AND state = 'running'",
+            &[&id, &worker, &lease.as_secs_f64()],
+        )
+        .await
+        .map_err(|e| Error::destination("renewing the request's lease", e))?;
+    Ok(n == 1)
+}
+
+/// How a job ended, for its request.
+pub enum Ending {
+    /// Built (and published): the outcome recorded.
+    Done(serde_json::Value),
+    /// Stopped by a pause or a shutdown: queued again, to resume.
+    Requeue,
+    /// Failed; tried again after `retry_in`, or never (`None`).
+    Failed {
+        /// The error.
+        error: String,
+        /// When to try again.
+        retry_in: Option<Duration>,
+    },
+}
+
+/// Records how `worker`'s job on request `id` ended (nothing if the worker
+/// lost the request meanwhile).
+pub async fn finish(
+    client: &impl GenericClient,
+    id: i64,
+    worker: &str,
+    ending: &Ending,
+) -> Result<()> {
+    let result = match ending {
+        Ending::Done(outcome) => {
+            client
+                .execute(
+                    "UPDATE walfill.requests
+                        SET state = 'done', finished_at = now(), lease_until = NULL,
+                            outcome = $3, last_error = NULL
+                      WHERE id = $1 AND worker = $2 AND state = 'running'",
+                    &[&id, &worker, outcome],
+                )
+                .await
+        }
+        Ending::Requeue => {
+            client
+                .execute(
+                    "UPDATE walfill.requests SET state = 'queued', lease_until = NULL
+                      WHERE id = $1 AND worker = $2 AND state = 'running'",
+                    &[&id, &worker],
+                )
+                .await
+        }
+        Ending::Failed {
+            error,
+            retry_in: Some(wait),
+        } => {
+            client
+                .execute(
+                    "UPDATE walfill.requests
+                        SET state = 'queued', lease_until = NULL, last_error = $3,
+                            next_attempt_at = now() + make_interval(secs => $4)
+                      WHERE id = $1 AND worker = $2 AND state = 'running'",
+                    &[&id, &worker, error, &wait.as_secs_f64()],
+                )
+                .await
+        }
+        Ending::Failed {
+            error,
+            retry_in: None,
+        } => {
+            client
+                .execute(
+                    "UPDATE walfill.requests
+                        SET state = 'failed', finished_at = now(), lease_until = NULL,
+                            last_error = $3
+                      WHERE id = $1 AND worker = $2 AND state = 'running'",
+                    &[&id, &worker, error],
+                )
+                .await
+        }
+    };
+    result.map_err(|e| Error::destination("recording how the request ended", e))?;
+    notify(client, &format!("finished {id}")).await;
+    Ok(())
+}
+
+/// The pause before attempt `attempts + 1` of a failing request: 5 s,
+/// doubling, at most 5 minutes.
+pub fn backoff(attempts: i32) -> Duration {
+    backoff_from(Duration::from_secs(5), attempts)
+}
+
+/// The same from another first pause (`[serve] retry_seconds`): doubling,
+/// at most 60 times the first.
+pub fn backoff_from(first: Duration, attempts: i32) -> Duration {
+    let doublings = attempts.clamp(1, 16) as u32 - 1;
+    (first * (1u32 << doublings)).min(first * 60)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_doubles_from_five_seconds_to_five_minutes() {
+        let waits: Vec<u64> = (1..=9).map(|a| backoff(a).as_secs()).collect();
+        assert_eq!(waits, [5, 10, 20, 40, 80, 160, 300, 300, 300]);
+        assert_eq!(backoff(0).as_secs(), 5);
+        assert_eq!(backoff(1000).as_secs(), 300);
+    }
+}

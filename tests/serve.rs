@@ -1,0 +1,515 @@
+//! `walfill serve`: requests from every entry point, several workers,
+//! configuration reloads, schedules, pauses, recovery and the HTTP
+//! endpoints.
+
+use std::time::{Duration, Instant};
+
+use crate::support::cluster::archive_url;
+use crate::support::service::{wait_for, wait_view_matches, Service};
+use crate::support::workload::{create_orders, orders_target, Writer, ORDERS_SELECT, ORDERS_WHERE};
+use crate::support::{TestDb, Walfill};
+
+const VIEW: &str = "derived.orders_summary";
+
+/// `[serve]` for tests: short leases and polls, no streaming archiver.
+fn serve_section(extra: &str) -> String {
+    format!(
+        "[serve]\nlease_seconds = 3\npoll_seconds = 1\nretry_seconds = 1\narchiver = false\n{extra}\n"
+    )
+}
+
+/// A slow copy: small chunks and a rate cap, so a test can act mid-copy.
+const SLOW_COPY: &str = "[backfill]\nchunk_rows = 200\nmax_rows_per_second = 2500\n";
+
+fn active_version(db: &TestDb) -> Option<String> {
+    db.value("SELECT active_version FROM walfill.targets WHERE target = 'orders_summary'")
+}
+
+/// Orders with `rows` rows, set up and built once as v1 by the CLI.
+fn built_v1(tag: &str, rows: i64, rest: &str) -> (TestDb, Walfill) {
+    let db = TestDb::new(tag);
+    create_orders(&db, rows);
+    let walfill = Walfill::new(&db, &format!("{}\n{rest}", orders_target("v1")));
+    walfill.ok(&["setup"]);
+    walfill.ok(&["backfill", "orders_summary"]);
+    (db, walfill)
+}
+
+#[test]
+fn a_killed_workers_backfill_is_finished_by_another() {
+    let (db, walfill) = built_v1("sv_kill", 20_000, "");
+    walfill.configure(
+        &db,
+        &format!(
+            "{SLOW_COPY}\n{}\n{}",
+            serve_section(""),
+            orders_target("v1")
+        ),
+    );
+    let mut first = Service::start(&walfill, false, &[]);
+    let mut second = Service::start(&walfill, false, &[]);
+    let writer = Writer::start(&db, 20_000, 1_000_000, 11);
+
+    let id = db
+        .value("SELECT walfill.request_backfill('orders_summary')")
+        .expect("a request id");
+    let version = format!("v1_r{id}");
+    wait_for(
+        &db,
+        &format!("SELECT rows_copied >= 2000 FROM walfill.versions WHERE version = '{version}'"),
+        Duration::from_secs(60),
+        "the copy to be under way",
+        &[&first, &second],
+    );
+    let worker = db
+        .value(&format!(
+            "SELECT worker FROM walfill.requests WHERE id = {id}"
+        ))
+        .expect("the request's worker");
+    let copier_pid: u32 = worker.split(':').nth(1).unwrap().parse().unwrap();
+    let (copier, other) = if copier_pid == first.pid() {
+        (&mut first, &mut second)
+    } else {
+        assert_eq!(copier_pid, second.pid(), "worker {worker}");
+        (&mut second, &mut first)
+    };
+    copier.kill9();
+
+    wait_for(
+        &db,
+        &format!("SELECT state = 'done' FROM walfill.requests WHERE id = {id}"),
+        Duration::from_secs(120),
+        "the other worker to finish the request",
+        &[other],
+    );
+    let (attempts, last_worker): (i32, String) = {
+        let row = db
+            .client()
+            .query_one(
+                "SELECT attempts, worker FROM walfill.requests WHERE id = $1",
+                &[&id.parse::<i64>().unwrap()],
+            )
+            .unwrap();
+        (row.get(0), row.get(1))
+    };
+    assert_eq!(attempts, 2, "claimed once by each worker");
+    assert_ne!(last_worker, worker, "finished by the other worker");
+    assert_eq!(active_version(&db).as_deref(), Some(version.as_str()));
+    assert!(writer.stop() > 20);
+    wait_view_matches(
+        &db,
+        VIEW,
+        "orders",
+        ORDERS_SELECT,
+        Some(ORDERS_WHERE),
+        &[other],
+    );
+    other.stop(Duration::from_secs(30));
+}
+
+#[test]
+fn a_version_change_and_sighup_build_and_swap_the_new_version() {
+    let (db, walfill) = built_v1("sv_hup", 5_000, "");
+    let serve = serve_section("");
+    walfill.configure(&db, &format!("{serve}\n{}", orders_target("v1")));
+    let mut service = Service::start(&walfill, false, &[]);
+    let writer = Writer::start(&db, 5_000, 1_000_000, 12);
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(
+        active_version(&db).as_deref(),
+        Some("v1"),
+        "nothing to build yet"
+    );
+
+    let select = "id, status, total_cents * 2 AS double_cents";
+    let v2 = orders_target("v2").replace(ORDERS_SELECT, select);
+    walfill.configure(&db, &format!("{serve}\n{v2}"));
+    service.signal("HUP");
+    wait_for(
+        &db,
+        "SELECT active_version = 'v2' FROM walfill.targets WHERE target = 'orders_summary'",
+        Duration::from_secs(120),
+        "v2 to be built and swapped in",
+        &[&service],
+    );
+    assert!(service.log().contains("configuration reloaded"));
+    assert_eq!(
+        db.value("SELECT phase FROM walfill.versions WHERE version = 'v1'")
+            .as_deref(),
+        Some("previous"),
+        "v1 is kept for rollback"
+    );
+    assert_eq!(
+        db.value("SELECT origin FROM walfill.requests WHERE version = 'v2'")
+            .as_deref(),
+        Some("config")
+    );
+    assert!(writer.stop() > 10);
+    wait_view_matches(&db, VIEW, "orders", select, Some(ORDERS_WHERE), &[&service]);
+    service.stop(Duration::from_secs(30));
+}
+
+/// Sets the services' clock.
+fn set_clock(path: &std::path::Path, at: &str) {
+    std::fs::write(path, at).unwrap();
+}
+
+#[test]
+fn a_schedule_runs_once_per_due_time_and_a_missed_one_once_after_a_restart() {
+    let (db, walfill) = built_v1("sv_cron", 2_000, "");
+    let target = orders_target("v1").replace(
+        "version = \"v1\"",
+        "version = \"v1\"\nschedule = \"0 3 * * *\"",
+    );
+    walfill.configure(
+        &db,
+        &format!("{}\n{target}", serve_section("timezone = \"UTC\"")),
+    );
+    let clock = std::env::temp_dir().join(format!("walfill-clock-{}", std::process::id()));
+    let clock_env = clock.to_str().unwrap().to_string();
+    let env = [("WALFILL_CLOCK_FILE", clock_env.as_str())];
+    set_clock(&clock, "2026-12-01T02:30:00Z");
+    let mut service = Service::start(&walfill, false, &env);
+    let scheduled = "SELECT count(*) FROM walfill.requests WHERE origin = 'schedule'";
+    wait_for(
+        &db,
+        "SELECT EXISTS (SELECT 1 FROM walfill.schedules WHERE target = 'orders_summary')",
+        Duration::from_secs(30),
+        "the schedule to be seen",
+        &[&service],
+    );
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(db.value(scheduled).as_deref(), Some("0"), "not due yet");
+
+    let writer = Writer::start(&db, 2_000, 1_000_000, 13);
+    for (n, (now, version)) in [
+        ("2026-12-01T03:00:10Z", "v1_s202612010300"),
+        ("2026-12-02T03:20:00Z", "v1_s202612020300"),
+        ("2026-12-03T03:00:00Z", "v1_s202612030300"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        set_clock(&clock, now);
+        wait_for(
+            &db,
+            &format!(
+                "SELECT active_version = '{version}' FROM walfill.targets
+                  WHERE target = 'orders_summary'"
+            ),
+            Duration::from_secs(90),
+            &format!("the run due before {now}"),
+            &[&service],
+        );
+        // The clock stays: several more looks start nothing more.
+        std::thread::sleep(Duration::from_secs(3));
+        assert_eq!(db.value(scheduled), Some((n + 1).to_string()), "at {now}");
+    }
+    service.stop(Duration::from_secs(30));
+
+    // Down over two due times: one run at start, for the latest.
+    set_clock(&clock, "2026-12-05T04:00:00Z");
+    let mut service = Service::start(&walfill, false, &env);
+    wait_for(
+        &db,
+        "SELECT active_version = 'v1_s202612050300' FROM walfill.targets
+          WHERE target = 'orders_summary'",
+        Duration::from_secs(90),
+        "the missed run",
+        &[&service],
+    );
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(db.value(scheduled).as_deref(), Some("4"));
+    assert_eq!(
+        db.value(
+            "SELECT string_agg(to_char(due_at AT TIME ZONE 'UTC', 'MM-DD HH24:MI'), ',' ORDER BY due_at)
+               FROM walfill.requests WHERE origin = 'schedule'"
+        )
+        .as_deref(),
+        Some("12-01 03:00,12-02 03:00,12-03 03:00,12-05 03:00")
+    );
+    // keep_versions = 1: the one before the active version is kept, the
+    // older ones retired with their slots.
+    wait_for(
+        &db,
+        "SELECT count(*) FILTER (WHERE phase = 'retired') = 3
+            AND count(*) FILTER (WHERE phase = 'previous') = 1
+           FROM walfill.versions",
+        Duration::from_secs(60),
+        "old versions to be retired",
+        &[&service],
+    );
+    assert!(writer.stop() > 10);
+    wait_view_matches(
+        &db,
+        VIEW,
+        "orders",
+        ORDERS_SELECT,
+        Some(ORDERS_WHERE),
+        &[&service],
+    );
+    service.stop(Duration::from_secs(30));
+    let _ = std::fs::remove_file(&clock);
+}
+
+/// Sessions of `db` (client backends other than this check's) inside a
+/// transaction.
+fn open_transactions(db: &TestDb) -> i64 {
+    db.value(&format!(
+        "SELECT count(*) FROM pg_stat_activity
+          WHERE datname = '{}' AND backend_type = 'client backend'
+            AND pid <> pg_backend_pid() AND xact_start IS NOT NULL
+            AND now() - xact_start > interval '200 milliseconds'",
+        db.name
+    ))
+    .unwrap()
+    .parse()
+    .unwrap()
+}
+
+#[test]
+fn pause_holds_within_a_second_and_resume_continues() {
+    let (db, walfill) = built_v1("sv_pause", 20_000, "");
+    walfill.configure(
+        &db,
+        &format!(
+            "{SLOW_COPY}\n{}\n{}",
+            serve_section(""),
+            orders_target("v1")
+        ),
+    );
+    let mut service = Service::start(&walfill, true, &[]);
+    let (code, body) = service.post("/targets/orders_summary/backfill");
+    assert_eq!(code, 202, "{body}");
+    let id = serde_json::from_str::<serde_json::Value>(&body).unwrap()["id"]
+        .as_i64()
+        .unwrap();
+    let version = format!("v1_r{id}");
+    let rows = format!("SELECT rows_copied FROM walfill.versions WHERE version = '{version}'");
+    wait_for(
+        &db,
+        &format!("SELECT ({rows}) >= 1000"),
+        Duration::from_secs(60),
+        "the copy to be under way",
+        &[&service],
+    );
+
+    walfill.ok(&["pause", "orders_summary"]);
+    std::thread::sleep(Duration::from_secs(1));
+    let held = db.value(&rows).unwrap();
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(3) {
+        assert_eq!(db.value(&rows).unwrap(), held, "rows moved while paused");
+        assert_eq!(
+            open_transactions(&db),
+            0,
+            "a transaction is open while paused"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let (_, status) = service.get(&format!("/requests/{id}"));
+    let request: serde_json::Value = serde_json::from_str(&status).unwrap();
+    assert_eq!(request["state"], "queued", "{status}");
+    let held: i64 = held.parse().unwrap();
+    assert!(held < 20_000, "paused before the end ({held} rows)");
+
+    walfill.ok(&["resume", "orders_summary"]);
+    wait_for(
+        &db,
+        &format!("SELECT state = 'done' FROM walfill.requests WHERE id = {id}"),
+        Duration::from_secs(120),
+        "the resumed request to finish",
+        &[&service],
+    );
+    assert_eq!(active_version(&db).as_deref(), Some(version.as_str()));
+    wait_view_matches(
+        &db,
+        VIEW,
+        "orders",
+        ORDERS_SELECT,
+        Some(ORDERS_WHERE),
+        &[&service],
+    );
+    service.stop(Duration::from_secs(30));
+}
+
+#[test]
+fn a_dropped_version_table_is_rebuilt_by_replay_without_a_request() {
+    let db = TestDb::new("sv_lost");
+    create_orders(&db, 5_000);
+    let archive = format!(
+        "[archive]\nurl = \"{}\"\nwait_seconds = 120\n",
+        archive_url()
+    );
+    let walfill = Walfill::new(
+        &db,
+        &format!("{archive}\n{}\n{}", serve_section(""), orders_target("v1")),
+    );
+    walfill.ok(&["setup"]);
+    walfill.ok(&["backfill", "orders_summary"]);
+    let mut service = Service::start(&walfill, false, &[]);
+    let writer = Writer::start(&db, 5_000, 1_000_000, 14);
+    std::thread::sleep(Duration::from_secs(1));
+    db.exec("DROP TABLE derived.orders_summary__v1 CASCADE");
+    wait_for(
+        &db,
+        "SELECT EXISTS (SELECT 1 FROM walfill.requests WHERE origin = 'recovery' AND state = 'done')",
+        Duration::from_secs(180),
+        "the lost version to be rebuilt",
+        &[&service],
+    );
+    let version = active_version(&db).unwrap();
+    assert!(version.starts_with("v1_r"), "active: {version}");
+    assert_eq!(
+        db.value(&format!(
+            "SELECT path FROM walfill.versions WHERE version = '{version}'"
+        ))
+        .as_deref(),
+        Some("replay"),
+        "rebuilt from the archive"
+    );
+    assert!(db
+        .value("SELECT lost FROM walfill.versions WHERE version = 'v1'")
+        .unwrap()
+        .contains("was dropped"));
+    assert!(writer.stop() > 10);
+    wait_view_matches(
+        &db,
+        VIEW,
+        "orders",
+        ORDERS_SELECT,
+        Some(ORDERS_WHERE),
+        &[&service],
+    );
+    service.stop(Duration::from_secs(30));
+}
+
+#[test]
+fn metrics_parse_as_prometheus_text_and_health_flips_on_repeated_failures() {
+    let (db, walfill) = built_v1("sv_http", 3_000, "");
+    let broken = "[[target]]\nname = \"broken\"\nsource = \"public.orders\"\nkey = [\"id\"]\n\
+                  select = \"id, total_cents / (id - id) AS boom\"\nversion = \"v1\"\n\
+                  schema = \"derived\"\n";
+    walfill.configure(
+        &db,
+        &format!("{}\n{}", serve_section(""), orders_target("v1")),
+    );
+    let mut service = Service::start(&walfill, true, &[]);
+    let (code, body) = service.get("/health");
+    assert_eq!(code, 200, "{body}");
+
+    let (code, text) = service.get("/metrics");
+    assert_eq!(code, 200, "{text}");
+    let lines = text.lines().map(|l| Ok(l.to_string()));
+    let scrape = prometheus_parse::Scrape::parse(lines).expect("Prometheus text");
+    let sample = |name: &str, label: Option<(&str, &str)>| {
+        scrape
+            .samples
+            .iter()
+            .find(|s| s.metric == name && label.is_none_or(|(k, v)| s.labels.get(k) == Some(v)))
+            .map(|s| match s.value {
+                prometheus_parse::Value::Gauge(v) | prometheus_parse::Value::Counter(v) => v,
+                _ => f64::NAN,
+            })
+    };
+    assert_eq!(sample("walfill_up", None), Some(1.0));
+    let rows: f64 = db
+        .value("SELECT count(*) FROM orders")
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(
+        sample("walfill_rows_copied", Some(("version", "v1"))),
+        Some(rows)
+    );
+    assert!(sample("walfill_apply_lag_bytes", Some(("version", "v1"))).is_some());
+    assert!(sample("walfill_events_total", Some(("kind", "swap"))).unwrap_or(0.0) >= 1.0);
+    assert_eq!(
+        sample("walfill_backfills", Some(("state", "failed"))),
+        Some(0.0)
+    );
+    for s in &scrape.samples {
+        assert!(s.metric.starts_with("walfill_"), "{}", s.metric);
+    }
+
+    // A target whose transform fails on every row: tried again and again.
+    walfill.configure(
+        &db,
+        &format!("{}\n{}\n{broken}", serve_section(""), orders_target("v1")),
+    );
+    service.signal("HUP");
+    let started = Instant::now();
+    loop {
+        let (code, body) = service.get("/health");
+        if code == 503 {
+            assert!(body.contains("broken"), "{body}");
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(90),
+            "/health still says {code} {body}:\n{}",
+            service.log()
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    let attempts: i32 = db
+        .value("SELECT max(attempts) FROM walfill.requests WHERE target = 'broken'")
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(attempts >= 1);
+    // The other target's live stream was never stopped.
+    db.exec("UPDATE orders SET total_cents = total_cents + 1 WHERE id = 1");
+    wait_view_matches(
+        &db,
+        VIEW,
+        "orders",
+        ORDERS_SELECT,
+        Some(ORDERS_WHERE),
+        &[&service],
+    );
+    let (code, status) = service.get("/status");
+    assert_eq!(code, 200);
+    let status: serde_json::Value = serde_json::from_str(&status).unwrap();
+    assert!(status["requests"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|r| r["target"] == "broken" && r["last_error"].is_string()));
+    let (code, page) = service.get("/");
+    assert_eq!(code, 200);
+    assert!(page.contains("<title>walfill</title>"));
+    service.stop(Duration::from_secs(30));
+}
+
+#[test]
+fn requests_are_made_listed_and_cancelled_from_the_cli() {
+    let (db, walfill) = built_v1("sv_cli", 500, "");
+    // No service runs: the request waits, and can be withdrawn.
+    let id = walfill
+        .ok(&["request", "orders_summary"])
+        .trim()
+        .to_string();
+    let status = walfill.ok(&["status"]);
+    assert!(status.contains("queued"), "{status}");
+    let out = walfill.ok(&["cancel", &id]);
+    assert!(out.contains("cancelled"), "{out}");
+    let again = walfill.run(&["cancel", &id]);
+    assert_eq!(again.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&again.stderr).contains("not queued"));
+    let unknown = walfill.run(&["request", "nope"]);
+    assert_eq!(unknown.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&unknown.stderr).contains("no target named"));
+    // SQL checks the name against the running configuration, once a
+    // service has recorded it.
+    db.exec("INSERT INTO walfill.configured (target, version) VALUES ('orders_summary', 'v1')");
+    let err = db
+        .client()
+        .query_one("SELECT walfill.request_backfill('nope')", &[])
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("no target named")
+            || format!("{err:?}").contains("no target named"),
+        "{err:?}"
+    );
+}
