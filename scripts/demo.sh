@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # The demo: on a private PostgreSQL cluster, a source table under concurrent
-# writes gets a derived target, filled by snapshot (which leaves a base
-# snapshot in the WAL archive), caught up with the live stream and published
-# by a view swap; then a new version of the transform is built beside it by
-# replaying the archived WAL from that base, without reading the table, and
-# swapped in. Both versions stay current: a rollback shows the first again.
+# writes gets a derived target, run by `walfill serve`: it builds the
+# configured version from a snapshot (which leaves a base snapshot in the
+# WAL archive), catches it up with the live stream and publishes it by a
+# view swap; a backfill requested from SQL rebuilds it by replaying the
+# archived WAL from that base, without reading the table; a new version of
+# the transform with a schedule, loaded on SIGHUP, is built and swapped in,
+# then rebuilt by its schedule. Every version stays current: a rollback
+# shows the one before again.
 . "$(dirname "$0")/lib.sh"
 cd "$WALFILL_ROOT"
 
@@ -76,19 +79,47 @@ WRITERS=$!
 trap 'kill $WRITERS 2>/dev/null || true' EXIT
 
 "$WALFILL" setup
-"$WALFILL" plan orders_summary
-"$WALFILL" backfill orders_summary
+PORT="${WALFILL_DEMO_PORT:-8089}"
+log "starting walfill serve (status page on http://127.0.0.1:$PORT/): it builds v1, the configured version"
+"$WALFILL" serve --listen "127.0.0.1:$PORT" 2>"$DEMO/serve.log" &
+SERVE=$!
+trap 'kill $WRITERS 2>/dev/null || true; kill $SERVE 2>/dev/null || true' EXIT
 
-log "a new version of the transform, built beside v1 from the archive while the writes go on"
-V1_SELECT="id, customer_id, upper(status) AS status, total_cents / 100.0 AS total"
-V2_SELECT="id, customer_id, lower(status) AS status, total_cents AS total_cents, total_cents >= 50000 AS big"
-sed -i "s/^select = .*/select = \"$V2_SELECT\"/; s/^version = .*/version = \"v2\"/" "$WALFILL_CONFIG"
-"$WALFILL" plan orders_summary
-"$WALFILL" backfill orders_summary
+# Waits until the SQL condition holds, showing the service's log if it never does.
+wait_for() {
+  for _ in $(seq 1 600); do
+    [ "$(pg_psql -d "$DB" -At -c "$1" 2>/dev/null)" = t ] && return 0
+    kill -0 "$SERVE" 2>/dev/null || { tail -30 "$DEMO/serve.log"; die "walfill serve stopped"; }
+    sleep 1
+  done
+  tail -30 "$DEMO/serve.log"; die "timed out waiting for: $2"
+}
+active_is() {
+  echo "SELECT coalesce((SELECT active_version = '$1' FROM walfill.targets WHERE target = 'orders_summary'), false)"
+}
+wait_for "$(active_is v1)" "v1 to be published"
 "$WALFILL" status
 
-log "stopping the writers, then applying what they committed"
+log "a backfill requested from SQL (any job scheduler or application can do this)"
+ID=$(pg_psql -d "$DB" -At -c "SELECT walfill.request_backfill('orders_summary')")
+log "request $ID: a new version of the same transform, from empty (replayed from the base snapshot v1 left in the archive)"
+wait_for "SELECT state = 'done' FROM walfill.requests WHERE id = $ID" "request $ID"
+"$WALFILL" status
+
+log "a new version of the transform with a schedule, picked up on SIGHUP while the writes go on"
+V1_SELECT="id, customer_id, upper(status) AS status, total_cents / 100.0 AS total"
+V2_SELECT="id, customer_id, lower(status) AS status, total_cents AS total_cents, total_cents >= 50000 AS big"
+sed -i "s/^select = .*/select = \"$V2_SELECT\"/; s/^version = .*/version = \"v2\"\nschedule = \"* * * * *\"/" "$WALFILL_CONFIG"
+kill -HUP "$SERVE"
+wait_for "$(active_is v2)" "v2 to be published"
+log "waiting for the schedule (every minute) to rebuild v2 as a new version"
+wait_for "SELECT EXISTS (SELECT 1 FROM walfill.requests WHERE origin = 'schedule' AND state = 'done')" "a scheduled run"
+"$WALFILL" status
+
+log "stopping the writers; the service applies what they committed"
 kill "$WRITERS" 2>/dev/null || true; wait "$WRITERS" 2>/dev/null || true
+log "stopping walfill serve (SIGTERM), then applying what is left"
+kill -TERM "$SERVE"; wait "$SERVE" || die "walfill serve did not stop cleanly"
 "$WALFILL" sync --once
 
 check() {
@@ -101,9 +132,9 @@ SELECT CASE WHEN count(*) = 0 THEN 'the view equals the transform of the source:
         (SELECT * FROM derived.orders_summary EXCEPT ALL SELECT $1 FROM orders WHERE status <> 'test')) d;
 SQL
 }
-log "v2 (replayed) is published"
+log "the scheduled version of v2 is published"
 check "$V2_SELECT"
-log "rollback: v1 (copied) is published again, just as current"
+log "rollback: the version before it (v2) is published again, just as current"
 "$WALFILL" rollback orders_summary
-check "$V1_SELECT"
+check "$V2_SELECT"
 log "done: try 'WALFILL_CONFIG=$WALFILL_CONFIG $WALFILL status'; scripts/pg-down.sh --purge removes the cluster"

@@ -68,6 +68,8 @@ if cargo nextest --version >/dev/null 2>&1; then
     log "the first $REGRESS_FILES files of PostgreSQL's regression suite through the decoder oracle"
     WALFILL_BIN="$WALFILL_ROOT/target/debug/walfill" \
       "$WALFILL_ROOT/scripts/regress-oracle.sh" --tests "$REGRESS_FILES" --check --outcomes
+    log "the status page of walfill serve in headless Chromium"
+    "$WALFILL_ROOT/scripts/page-check.sh"
   fi
 else
   cargo test --workspace --locked --no-fail-fast "$@"
