@@ -345,6 +345,31 @@ pub enum Command {
         all: bool,
     },
 
+    /// List the rows of a version whose transform failed (dead letters), or
+    /// apply them again.
+    ///
+    /// A row whose transform always fails (a division by zero on one row, a
+    /// cast that fails on one value) is set aside with its key, version and
+    /// error while the rest is stored; its key is absent from the version.
+    /// A version with dead letters is not swapped in unless [backfill]
+    /// allow_dead_letters = true. Once the cause is fixed (a function the
+    /// transform calls, a lookup in the destination), `--retry` applies
+    /// each again from the source row it kept, at its own version; a newer
+    /// change of its key, stored meanwhile, wins.
+    DeadLetters {
+        /// The target.
+        target: String,
+        /// The version (default: the active one).
+        #[arg(long)]
+        version: Option<String>,
+        /// Apply them again.
+        #[arg(long)]
+        retry: bool,
+        /// Print JSON instead of a table.
+        #[arg(long, conflicts_with = "retry")]
+        json: bool,
+    },
+
     /// Drop a version that is not active: its slot and its table.
     Retire {
         /// The target.

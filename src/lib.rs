@@ -22,6 +22,7 @@ pub mod catalog;
 pub mod cli;
 pub mod config;
 pub mod db;
+pub mod dead_letters;
 pub mod decode;
 pub mod error;
 pub mod failpoint;

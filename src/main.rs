@@ -200,6 +200,12 @@ async fn run(command: Command, config: Option<Config>) -> Result<u8> {
             config.target(&target)?;
             retire::retire(&config, &target, &version).await?
         }
+        Command::DeadLetters {
+            target,
+            version,
+            retry,
+            json,
+        } => walfill::dead_letters::dead_letters(&config, &target, version, retry, json).await?,
         Command::Serve { listen } => {
             let path = config.path.clone();
             let options = walfill::serve::ServeOptions { listen };

@@ -93,6 +93,22 @@ async fn ready_to_publish(
             v.phase
         )));
     }
+    let dead: i64 = dest
+        .query_one(
+            "SELECT count(*) FROM walfill.dead_letters WHERE target = $1 AND version = $2",
+            &[&target, &version],
+        )
+        .await
+        .map_err(|e| Error::destination("counting the version's dead letters", e))?
+        .get(0);
+    if dead > 0 && !config.backfill.allow_dead_letters {
+        return Err(Error::Request(format!(
+            "version {version} of {target} has {dead} dead letter(s): rows whose transform \
+             failed, absent from the version; see `walfill dead-letters {target} --version \
+             {version}`, fix the cause and retry them (`--retry`), or set [backfill] \
+             allow_dead_letters = true to publish it without them"
+        )));
+    }
     let source = db::connect(&config.source, Role::Source).await?;
     let lost = match slot_health(&source, &v.slot_name).await? {
         SlotHealth::Kept => v.lost.clone(),

@@ -513,3 +513,167 @@ fn requests_are_made_listed_and_cancelled_from_the_cli() {
         "{err:?}"
     );
 }
+
+#[test]
+fn poison_rows_land_in_the_dead_letters_while_the_rest_completes() {
+    let db = TestDb::new("sv_dead");
+    create_orders(&db, 5_000);
+    // Fails on every 997th id: its value cannot be computed.
+    let ratio = |body: &str| {
+        format!(
+            "CREATE OR REPLACE FUNCTION public.cents_ratio(id bigint, cents bigint) RETURNS numeric
+             LANGUAGE sql IMMUTABLE AS $f$ SELECT {body} $f$"
+        )
+    };
+    db.exec(&ratio("cents / (id % 997)::numeric"));
+    let select = "id, status, public.cents_ratio(id, total_cents) AS ratio";
+    let target = orders_target("v1")
+        .replace(ORDERS_SELECT, select)
+        .replace(&format!("where = \"{ORDERS_WHERE}\"\n"), "");
+    let walfill = Walfill::new(&db, &format!("[backfill]\nchunk_rows = 1000\n\n{target}"));
+    walfill.ok(&["setup"]);
+    let out = walfill.run(&["backfill", "orders_summary"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("5 dead letter(s)"), "{stderr}");
+    assert_eq!(
+        db.value("SELECT phase FROM walfill.versions WHERE version = 'v1'")
+            .as_deref(),
+        Some("ready"),
+        "built, not swapped"
+    );
+    let letters =
+        "SELECT string_agg(key[1], ',' ORDER BY key[1]::bigint) FROM walfill.dead_letters";
+    assert_eq!(
+        db.value(letters).as_deref(),
+        Some("997,1994,2991,3988,4985")
+    );
+    assert!(db
+        .value("SELECT min(error) FROM walfill.dead_letters")
+        .unwrap()
+        .contains("division by zero"));
+    let table = "derived.orders_summary__v1";
+    let live = format!("SELECT count(*) FROM {table} WHERE NOT _walfill_deleted");
+    assert_eq!(
+        db.value(&live).as_deref(),
+        Some("4995"),
+        "every other row is stored"
+    );
+    assert_eq!(
+        db.value(&format!(
+            "SELECT count(*) FROM {table} WHERE id % 997 = 0 AND NOT _walfill_deleted"
+        ))
+        .as_deref(),
+        Some("0"),
+        "no poisoned key is present"
+    );
+
+    // Changes from the stream: a new poison row joins, a deleted one leaves.
+    db.exec(
+        "INSERT INTO orders VALUES (5982, 1, 'open', 70, NULL);
+         DELETE FROM orders WHERE id = 1994;
+         UPDATE orders SET total_cents = total_cents + 1 WHERE id IN (1, 997)",
+    );
+    walfill.ok(&["sync", "--once"]);
+    assert_eq!(
+        db.value(letters).as_deref(),
+        Some("997,2991,3988,4985,5982")
+    );
+    let listed = walfill.ok(&["dead-letters", "orders_summary", "--version", "v1"]);
+    assert!(
+        listed.contains("5982") && listed.contains("division by zero"),
+        "{listed}"
+    );
+
+    // The cause is fixed: the dead letters apply, and the version is whole.
+    db.exec(&ratio(
+        "CASE WHEN id % 997 = 0 THEN NULL ELSE cents / (id % 997)::numeric END",
+    ));
+    let retried = walfill.ok(&[
+        "dead-letters",
+        "orders_summary",
+        "--version",
+        "v1",
+        "--retry",
+    ]);
+    assert!(
+        retried.contains("5 dead letter(s) applied, 0 still failing"),
+        "{retried}"
+    );
+    assert_eq!(
+        db.value("SELECT count(*) FROM walfill.dead_letters")
+            .as_deref(),
+        Some("0")
+    );
+    walfill.ok(&["swap", "orders_summary", "v1"]);
+    crate::support::assert_view_matches(&db, VIEW, "orders", select, None, "id");
+}
+
+#[test]
+fn the_throttle_engages_over_its_threshold_and_releases_after() {
+    let db = TestDb::new("sv_throttle");
+    create_orders(&db, 20_000);
+    let other =
+        "[[target]]\nname = \"orders_a\"\nsource = \"public.orders\"\nselect = \"id, status\"\n\
+                 version = \"a1\"\nschema = \"derived\"\n";
+    let walfill = Walfill::new(
+        &db,
+        &format!(
+            "{SLOW_COPY}\n[throttle]\nmax_apply_lag_mb = 1\n\n{other}\n{}",
+            orders_target("v1")
+        ),
+    );
+    walfill.ok(&["setup"]);
+    walfill.ok(&["backfill", "orders_a"]);
+    // orders_a's live version falls behind: nothing syncs it.
+    db.exec("UPDATE orders SET note = repeat('x', 300) WHERE id <= 10000");
+    let backfill = walfill.spawn(&["backfill", "orders_summary"]);
+    db.wait_for(
+        "SELECT EXISTS (SELECT 1 FROM walfill.events WHERE kind = 'throttle_engaged')",
+        Duration::from_secs(60),
+        "the throttle to engage",
+    );
+    let rows = "SELECT rows_copied FROM walfill.versions WHERE version = 'v1'";
+    let held = db.value(rows).unwrap();
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(
+        db.value(rows).unwrap(),
+        held,
+        "the copy waits while throttled"
+    );
+    assert!(db
+        .value("SELECT throttled FROM walfill.versions WHERE version = 'v1'")
+        .unwrap()
+        .contains("apply lag"));
+    let status = walfill.ok(&["status"]);
+    assert!(status.contains("THROTTLED"), "{status}");
+
+    // orders_a is followed again: the lag goes (the copy's own writes
+    // land in the same cluster, so it must stay followed), and the copy
+    // goes on.
+    let mut sync = walfill.spawn(&["sync", "orders_a"]);
+    walfill.wait_ok(backfill, Duration::from_secs(120));
+    let _ = std::process::Command::new("kill")
+        .args(["-TERM", &sync.id().to_string()])
+        .status();
+    let _ = sync.wait();
+    let released: i64 = db
+        .value("SELECT count(*) FROM walfill.events WHERE kind = 'throttle_released'")
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(released >= 1);
+    assert_eq!(
+        db.value("SELECT throttled IS NULL FROM walfill.versions WHERE version = 'v1'")
+            .as_deref(),
+        Some("true")
+    );
+    crate::support::assert_view_matches(
+        &db,
+        VIEW,
+        "orders",
+        ORDERS_SELECT,
+        Some(ORDERS_WHERE),
+        "id",
+    );
+}

@@ -11,12 +11,14 @@
 //! - [`stream_desc`]: the attribute numbers of a logical stream's columns.
 
 mod batch;
+mod dead;
 mod fold;
 mod run;
 mod store;
 mod stream_desc;
 
 pub use batch::{Batch, Cursor, HistorySource, Writes};
+pub use dead::is_data_error;
 pub use fold::{ColumnMap, Entry, Era, Fold, Folder, Op};
 pub use run::{run, Applied};
 pub use store::{Store, Stored};

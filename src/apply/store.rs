@@ -118,11 +118,17 @@ impl Store {
             .await
             .map_err(|e| Error::destination("probing the version's table", e))?
             .is_some();
-        for statement in self.plan.chunk_sql(version.commit_lsn, !stored) {
-            dest.execute(statement.as_str(), &[])
-                .await
-                .map_err(|e| Error::destination("storing a chunk in the version's table", e))?;
-        }
+        let statements = self.plan.chunk_sql(version.commit_lsn, !stored);
+        let with_params: Vec<(&str, &[&(dyn tokio_postgres::types::ToSql + Sync)])> =
+            statements.iter().map(|s| (s.as_str(), &[][..])).collect();
+        super::dead::run_guarded(
+            dest,
+            &self.plan,
+            &with_params,
+            Some(version.commit_lsn),
+            "storing a chunk in the version's table",
+        )
+        .await?;
         dest.execute(&format!("TRUNCATE pg_temp.{WORK_TABLE}"), &[])
             .await
             .map_err(|e| Error::destination("emptying the work table", e))?;
@@ -216,11 +222,11 @@ impl Store {
         } else {
             [&sql.insert_fresh, &sql.tombstone_fresh]
         };
-        for statement in statements {
-            dest.execute(statement.as_str(), &params)
-                .await
-                .map_err(|e| Error::destination(context, e))?;
-        }
+        let with_params: Vec<(&str, &[&(dyn tokio_postgres::types::ToSql + Sync)])> = statements
+            .iter()
+            .map(|s| (s.as_str(), &params[..]))
+            .collect();
+        super::dead::run_guarded(dest, &self.plan, &with_params, None, context).await?;
         dest.execute(&format!("TRUNCATE pg_temp.{WORK_TABLE}"), &[])
             .await
             .map_err(|e| Error::destination(context, e))?;

@@ -9,7 +9,7 @@ use walfill_replay::archive::Layout;
 use super::raw::{RawConfig, RawServe, RawTarget};
 use super::{
     ArchiveSettings, BackfillSettings, Config, PgUrl, QualifiedName, Schedule, ServeSettings,
-    Target,
+    Target, ThrottleSettings,
 };
 
 /// PostgreSQL's identifier limit (NAMEDATALEN - 1).
@@ -135,6 +135,7 @@ pub(crate) fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
             other => other,
         },
         slot_warning_mb: b.slot_warning_mb,
+        allow_dead_letters: b.allow_dead_letters.unwrap_or(false),
     };
 
     let serve = v.serve(&raw.serve)?;
@@ -158,6 +159,11 @@ pub(crate) fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
         archive_settings,
         backfill,
         serve,
+        throttle: ThrottleSettings {
+            max_replication_lag_mb: raw.throttle.max_replication_lag_mb,
+            max_apply_lag_mb: raw.throttle.max_apply_lag_mb,
+            max_retained_percent: raw.throttle.max_retained_percent,
+        },
         targets,
     })
 }

@@ -37,6 +37,8 @@ pub struct Config {
     pub backfill: BackfillSettings,
     /// How `walfill serve` runs (`[serve]`).
     pub serve: ServeSettings,
+    /// When backfills wait for the source and destination to ease (`[throttle]`).
+    pub throttle: ThrottleSettings,
     /// The derived tables, in file order.
     pub targets: Vec<Target>,
 }
@@ -126,12 +128,36 @@ pub struct BackfillSettings {
     pub publication: String,
     /// How long a view swap waits for readers before it retries.
     pub swap_lock_timeout_ms: u64,
+    /// Whether a version with dead letters (rows whose transform failed,
+    /// absent from it) may be swapped in.
+    pub allow_dead_letters: bool,
     /// A cap on the snapshot copy's rate, to spare the source (none by default).
     pub max_rows_per_second: Option<u32>,
     /// `status` warns about a walfill slot that keeps more WAL than this
     /// (MiB; by default a quarter of `max_slot_wal_keep_size`, or 1 GiB
     /// when that is unlimited).
     pub slot_warning_mb: Option<u64>,
+}
+
+/// When backfills wait (`[throttle]` in the file): limits over which a
+/// fill waits between batches; none by default.
+#[derive(Clone, Debug, Default)]
+pub struct ThrottleSettings {
+    /// WAL a standby (or walfill's live versions) has not replayed yet (MiB).
+    pub max_replication_lag_mb: Option<u64>,
+    /// WAL the live versions of this destination have not applied (MiB).
+    pub max_apply_lag_mb: Option<u64>,
+    /// WAL a slot keeps, in percent of `max_slot_wal_keep_size`.
+    pub max_retained_percent: Option<u32>,
+}
+
+impl ThrottleSettings {
+    /// Whether any limit is set.
+    pub fn any(&self) -> bool {
+        self.max_replication_lag_mb.is_some()
+            || self.max_apply_lag_mb.is_some()
+            || self.max_retained_percent.is_some()
+    }
 }
 
 /// How `walfill serve` runs (`[serve]` in the file).

@@ -14,6 +14,8 @@ pub(super) struct RawConfig {
     pub(super) backfill: RawBackfill,
     #[serde(default)]
     pub(super) serve: RawServe,
+    #[serde(default)]
+    pub(super) throttle: RawThrottle,
     #[serde(default, rename = "target")]
     pub(super) targets: Vec<RawTarget>,
 }
@@ -47,7 +49,17 @@ pub(super) struct RawBackfill {
     pub(super) publication: Option<Spanned<String>>,
     pub(super) swap_lock_timeout_ms: Option<u64>,
     pub(super) max_rows_per_second: Option<u32>,
+    pub(super) allow_dead_letters: Option<bool>,
     pub(super) slot_warning_mb: Option<u64>,
+}
+
+/// `[throttle]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawThrottle {
+    pub(super) max_replication_lag_mb: Option<u64>,
+    pub(super) max_apply_lag_mb: Option<u64>,
+    pub(super) max_retained_percent: Option<u32>,
 }
 
 /// `[serve]`.

@@ -102,11 +102,14 @@ pub(super) async fn fill_copy(
     };
     failpoint::hit("copy.start");
     let mut copy = copy;
+    let (target, version) = (state.target.clone(), state.version.clone());
+    let mut throttled =
+        super::throttle::Throttled::new(&mut copy, cx.config, &target, &version, &slot, cx.cancel);
     run(
         dest,
         &Store::new(plan.clone()),
         state,
-        &mut copy,
+        &mut throttled,
         cx.cancel,
         "copy",
     )

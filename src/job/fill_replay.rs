@@ -214,7 +214,20 @@ async fn replay_wal(
         cx.cancel.clone(),
     )
     .await?;
-    let applied = run(dest, store, state, &mut source, cx.cancel, "replay").await;
+    let (target, version, slot) = (
+        state.target.clone(),
+        state.version.clone(),
+        state.slot_name.clone(),
+    );
+    let mut throttled = super::throttle::Throttled::new(
+        &mut source,
+        cx.config,
+        &target,
+        &version,
+        &slot,
+        cx.cancel,
+    );
+    let applied = run(dest, store, state, &mut throttled, cx.cancel, "replay").await;
     let decoded = source.finish().await;
     // A failed store stops the decoder too; its error is the one to tell.
     applied?;

@@ -11,6 +11,7 @@ mod follow;
 mod path;
 mod source;
 mod sync;
+mod throttle;
 
 pub use archive_wait::{can_switch_wal, explain_slow_archive, wait_for_archive};
 pub use backfill::{backfill, backfill_target, defines_same, BackfillOptions};

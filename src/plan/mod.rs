@@ -10,9 +10,11 @@
 //! resend them).
 
 mod check;
+mod dead;
 mod sql;
 
 pub use check::{build, describe, unusable};
+pub use dead::DeadLetterSql;
 pub use sql::BatchSql;
 
 use walfill_core::sql::quote_ident;

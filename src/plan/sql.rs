@@ -54,11 +54,11 @@ pub struct BatchSql {
 }
 
 impl Plan {
-    fn keys(&self) -> String {
+    pub(super) fn keys(&self) -> String {
         ident_list(self.key.iter().map(String::as_str))
     }
 
-    fn keys_of(&self, alias: &str) -> String {
+    pub(super) fn keys_of(&self, alias: &str) -> String {
         self.key
             .iter()
             .map(|k| format!("{alias}.{}", quote_ident(k)))
@@ -66,12 +66,12 @@ impl Plan {
             .join(", ")
     }
 
-    fn alias(&self) -> String {
+    pub(super) fn alias(&self) -> String {
         quote_ident(&self.source.name)
     }
 
     /// The filter as a condition that is false where the filter is NULL.
-    fn passes(&self) -> Option<String> {
+    pub(super) fn passes(&self) -> Option<String> {
         self.def
             .filter
             .as_ref()
@@ -81,7 +81,7 @@ impl Plan {
     /// One work-table row (alias `m`) as the source's columns only, under
     /// the source table's name: read laterally, so the transform runs over
     /// each row without joining the work table to itself.
-    fn source_row_of(&self, m: &str) -> String {
+    pub(super) fn source_row_of(&self, m: &str) -> String {
         let columns = self
             .source
             .columns
@@ -179,7 +179,7 @@ impl Plan {
         )
     }
 
-    fn upsert_conflict(&self, tombstone: bool) -> String {
+    pub(super) fn upsert_conflict(&self, tombstone: bool) -> String {
         let mut sets: Vec<String> = Vec::new();
         for o in &self.outputs {
             if self.key.contains(&o.name) {
@@ -206,7 +206,7 @@ impl Plan {
         )
     }
 
-    fn insert_columns(&self, tombstone: bool) -> String {
+    pub(super) fn insert_columns(&self, tombstone: bool) -> String {
         let mut columns: Vec<String> = if tombstone {
             self.key.iter().map(|k| quote_ident(k)).collect()
         } else {
@@ -217,7 +217,7 @@ impl Plan {
         columns.join(", ")
     }
 
-    fn hidden_values(&self, alias: &str) -> String {
+    pub(super) fn hidden_values(&self, alias: &str) -> String {
         self.hidden
             .iter()
             .map(|h| format!(", {alias}.{}", quote_ident(&h.source)))

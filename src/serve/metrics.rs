@@ -149,6 +149,32 @@ pub(super) async fn render(report: &Report, dest: &Client, leader: bool) -> Resu
     }
     let mut f = Family::new(
         &mut out,
+        "throttled",
+        "gauge",
+        "1 while the throttle holds a version's fill.",
+    );
+    for v in report.versions.iter().filter(|v| v.phase != "unbuilt") {
+        f.sample(
+            "throttled",
+            &[("target", &v.target), ("version", &v.version)],
+            if v.throttled.is_some() { 1.0 } else { 0.0 },
+        );
+    }
+    let mut f = Family::new(
+        &mut out,
+        "dead_letters",
+        "gauge",
+        "Rows of a version set aside because their transform failed.",
+    );
+    for v in report.versions.iter().filter(|v| v.phase != "unbuilt") {
+        f.sample(
+            "dead_letters",
+            &[("target", &v.target), ("version", &v.version)],
+            v.dead_letters as f64,
+        );
+    }
+    let mut f = Family::new(
+        &mut out,
         "apply_lag_bytes",
         "gauge",
         "WAL a version's slot has not confirmed: how far its live apply is behind the source.",

@@ -30,11 +30,22 @@ pub async fn install(client: &Client) -> Result<()> {
 
 /// Fails with the fix when `walfill setup` has not run on this destination.
 pub async fn require(client: &impl GenericClient) -> Result<()> {
-    let present: bool = client
-        .query_one("SELECT to_regclass('walfill.versions') IS NOT NULL", &[])
+    let row = client
+        .query_one(
+            "SELECT to_regclass('walfill.versions') IS NOT NULL,
+                    to_regclass('walfill.dead_letters') IS NOT NULL",
+            &[],
+        )
         .await
-        .map_err(|e| Error::destination("looking for walfill's state schema", e))?
-        .get(0);
+        .map_err(|e| Error::destination("looking for walfill's state schema", e))?;
+    let (present, current): (bool, bool) = (row.get(0), row.get(1));
+    if present && !current {
+        return Err(Error::Request(
+            "the destination's state schema predates this walfill; run `walfill setup` to \
+             bring it up to date"
+                .into(),
+        ));
+    }
     if present {
         Ok(())
     } else {

@@ -180,3 +180,25 @@ BEGIN
     RETURN id;
 END
 $fn$;
+
+-- Rows whose transform failed (a division by zero on one row, a cast that
+-- fails on one value): their key is absent from the version (a tombstone),
+-- never a stale row. `walfill dead-letters TARGET --retry` applies them again.
+CREATE TABLE IF NOT EXISTS walfill.dead_letters (
+    target             text        NOT NULL,
+    version            text        NOT NULL,
+    key                text[]      NOT NULL,
+    key_columns        text[]      NOT NULL,
+    -- the change's version (a copied row's: its chunk's snapshot, seq 0)
+    lsn                pg_lsn      NOT NULL,
+    seq                integer     NOT NULL,
+    error              text        NOT NULL,
+    -- the source row, as the transform read it
+    source_row         jsonb,
+    created_at         timestamptz NOT NULL DEFAULT now(),
+    attempts           integer     NOT NULL DEFAULT 1,
+    PRIMARY KEY (target, version, key)
+);
+
+-- Why the throttle holds the version's fill now, if it does.
+ALTER TABLE walfill.versions ADD COLUMN IF NOT EXISTS throttled text;

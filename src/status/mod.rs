@@ -62,6 +62,10 @@ pub struct VersionStatus {
     pub last_error: Option<String>,
     /// Why the version lost changes for good (it must be rebuilt), if it did.
     pub lost: Option<String>,
+    /// Why the throttle holds its fill now, if it does.
+    pub throttled: Option<String>,
+    /// Rows set aside because their transform failed (`walfill dead-letters`).
+    pub dead_letters: i64,
 }
 
 /// What `status --json` prints.
@@ -138,6 +142,27 @@ pub async fn report(config: &Config) -> Result<Report> {
             (Vec::new(), Vec::new())
         }
     };
+    let extra = dest
+        .query(
+            "SELECT v.target, v.version,
+                    CASE WHEN v.phase IN ('copying', 'replaying') THEN v.throttled END,
+                    (SELECT count(*) FROM walfill.dead_letters d
+                      WHERE d.target = v.target AND d.version = v.version)
+               FROM walfill.versions v",
+            &[],
+        )
+        .await
+        .map_err(|e| crate::error::Error::destination("reading the versions", e))?;
+    for row in &extra {
+        let (target, version): (String, String) = (row.get(0), row.get(1));
+        if let Some(v) = versions
+            .iter_mut()
+            .find(|v| v.target == target && v.version == version)
+        {
+            v.throttled = row.get(2);
+            v.dead_letters = row.get(3);
+        }
+    }
     let serving = dest
         .query_one("SELECT to_regclass('walfill.requests') IS NOT NULL", &[])
         .await
@@ -249,6 +274,8 @@ fn describe(v: VersionState, holder: Option<i32>) -> VersionStatus {
         updated_at: Some(v.updated_at),
         last_error: v.last_error,
         lost: v.lost,
+        throttled: None,
+        dead_letters: 0,
         slot: v.slot_name,
         target: v.target,
         version: v.version,
@@ -282,6 +309,8 @@ fn unbuilt(target: &str, version: &str) -> VersionStatus {
         updated_at: None,
         last_error: None,
         lost: None,
+        throttled: None,
+        dead_letters: 0,
     }
 }
 
@@ -355,7 +384,18 @@ fn print(report: &Report) -> Result<()> {
             r.held_by_pid
                 .map(|p| format!("pid {p}"))
                 .unwrap_or_else(|| "-".into()),
-            r.note.as_deref().unwrap_or("")
+            match (&r.throttled, r.dead_letters) {
+                (Some(why), _) => format!("THROTTLED: {why}"),
+                (None, n) if n > 0 => format!(
+                    "{n} dead letter(s): `walfill dead-letters {}`{}",
+                    r.target,
+                    r.note
+                        .as_deref()
+                        .map(|n| format!("; {n}"))
+                        .unwrap_or_default()
+                ),
+                _ => r.note.clone().unwrap_or_default(),
+            }
         )?;
     }
     if !report.slots.is_empty() {

@@ -1,0 +1,189 @@
+//! Dead letters: rows of a batch whose transform fails while the rest of
+//! the batch is stored.
+//!
+//! A batch's statements run under a savepoint. When one fails with an error
+//! of the data (a division by zero, a failed cast, an exception a function
+//! raises: SQLSTATE classes 22, 2F, 38, 39 and P0), the batch rolls back to
+//! the savepoint, each row is probed alone, the failing ones are set aside
+//! ([`crate::plan::DeadLetterSql`]) and the statements run again. A batch
+//! in which every row fails is not dead letters but a broken transform:
+//! the error stops the job, as before.
+
+use tokio_postgres::Transaction;
+use walfill_core::Lsn;
+
+use crate::error::{Error, Result};
+use crate::plan::Plan;
+
+/// Rows probed before a batch whose rows all fail counts as a broken
+/// transform rather than poison rows.
+const ALL_FAIL_AT_LEAST: usize = 3;
+
+/// Whether `e` is an error of one row's data rather than of the statement.
+pub fn is_data_error(e: &tokio_postgres::Error) -> bool {
+    e.code().is_some_and(|c| {
+        let class = &c.code()[..2];
+        matches!(class, "22" | "2F" | "38" | "39" | "P0")
+    })
+}
+
+/// Runs `statements` under a savepoint; on a data error sets the failing
+/// rows aside and runs them again. `chunk`: the snapshot LSN of a copied
+/// chunk (its rows are dropped, not turned into deletes). Returns how many
+/// rows were set aside.
+pub(super) async fn run_guarded(
+    dest: &Transaction<'_>,
+    plan: &Plan,
+    statements: &[(&str, &[&(dyn tokio_postgres::types::ToSql + Sync)])],
+    chunk: Option<Lsn>,
+    context: &str,
+) -> Result<u64> {
+    let sql = plan.dead_letter_sql();
+    let savepoint = |what: &'static str| dest.batch_execute(what);
+    resolve(dest, plan, &sql.resolve, chunk).await?;
+    savepoint("SAVEPOINT walfill_batch")
+        .await
+        .map_err(|e| Error::destination(context, e))?;
+    let first = run_all(dest, statements).await;
+    let error = match first {
+        Ok(()) => {
+            savepoint("RELEASE SAVEPOINT walfill_batch")
+                .await
+                .map_err(|e| Error::destination(context, e))?;
+            return Ok(0);
+        }
+        Err(e) if is_data_error(&e) => e,
+        Err(e) => return Err(Error::destination(context, e)),
+    };
+    savepoint("ROLLBACK TO SAVEPOINT walfill_batch")
+        .await
+        .map_err(|e| Error::destination(context, e))?;
+    let set_aside = quarantine(dest, plan, chunk, &error, context).await?;
+    run_all(dest, statements)
+        .await
+        .map_err(|e| Error::destination(context, e))?;
+    savepoint("RELEASE SAVEPOINT walfill_batch")
+        .await
+        .map_err(|e| Error::destination(context, e))?;
+    Ok(set_aside)
+}
+
+async fn run_all(
+    dest: &Transaction<'_>,
+    statements: &[(&str, &[&(dyn tokio_postgres::types::ToSql + Sync)])],
+) -> std::result::Result<(), tokio_postgres::Error> {
+    for (statement, params) in statements {
+        dest.execute(*statement, params).await?;
+    }
+    Ok(())
+}
+
+/// Removes the dead letters of keys this batch writes at a newer version.
+async fn resolve(dest: &Transaction<'_>, plan: &Plan, sql: &str, chunk: Option<Lsn>) -> Result<()> {
+    let present: bool = dest
+        .query_one(
+            "SELECT EXISTS (SELECT 1 FROM walfill.dead_letters WHERE target = $1 AND version = $2)",
+            &[&plan.def.target, &plan.def.version],
+        )
+        .await
+        .map_err(|e| Error::destination("reading the dead letters", e))?
+        .get(0);
+    if present {
+        let lsn = chunk.unwrap_or_default().to_string();
+        dest.execute(sql, &[&plan.def.target, &plan.def.version, &lsn])
+            .await
+            .map_err(|e| Error::destination("resolving dead letters", e))?;
+    }
+    Ok(())
+}
+
+/// Probes each row alone; sets the failing ones aside and records them.
+async fn quarantine(
+    dest: &Transaction<'_>,
+    plan: &Plan,
+    chunk: Option<Lsn>,
+    first_error: &tokio_postgres::Error,
+    context: &str,
+) -> Result<u64> {
+    let sql = plan.dead_letter_sql();
+    let failed = |e| Error::destination("looking for the rows whose transform fails", e);
+    let candidates: Vec<String> = dest
+        .query(sql.candidates.as_str(), &[])
+        .await
+        .map_err(failed)?
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    let mut poison: Vec<(String, String)> = Vec::new();
+    for ctid in &candidates {
+        dest.batch_execute("SAVEPOINT walfill_probe")
+            .await
+            .map_err(failed)?;
+        match dest.query(sql.probe.as_str(), &[ctid]).await {
+            Ok(_) => dest.batch_execute("RELEASE SAVEPOINT walfill_probe").await,
+            Err(e) if is_data_error(&e) => {
+                poison.push((ctid.clone(), walfill_core::sql::describe_pg_error(&e)));
+                dest.batch_execute("ROLLBACK TO SAVEPOINT walfill_probe")
+                    .await
+            }
+            Err(e) => return Err(Error::destination(context, e)),
+        }
+        .map_err(failed)?;
+    }
+    if poison.is_empty() || (poison.len() == candidates.len() && poison.len() >= ALL_FAIL_AT_LEAST)
+    {
+        // Not one row's data (or every row's): the transform itself fails.
+        return Err(Error::Problems(vec![format!(
+            "{context}: the transform fails on every row of the batch: {}; fix the \
+             transform (give the fixed one a new version)",
+            walfill_core::sql::describe_pg_error(first_error)
+        )]));
+    }
+    let statement = if chunk.is_some() {
+        &sql.poison_copied
+    } else {
+        &sql.poison_change
+    };
+    for (ctid, error) in &poison {
+        let row = dest
+            .query_one(statement.as_str(), &[ctid])
+            .await
+            .map_err(failed)?;
+        let key: Vec<String> = row.get(0);
+        let source_row: Option<serde_json::Value> = row.get(1);
+        let lsn: String = row
+            .get::<_, Option<String>>(2)
+            .unwrap_or_else(|| chunk.unwrap_or_default().to_string());
+        let seq: i32 = row.get::<_, Option<i32>>(3).unwrap_or(0);
+        dest.execute(
+            "INSERT INTO walfill.dead_letters
+                 (target, version, key, key_columns, lsn, seq, error, source_row)
+             VALUES ($1, $2, $3, $4, $5::text::pg_lsn, $6, $7, $8)
+             ON CONFLICT (target, version, key) DO UPDATE
+                SET lsn = excluded.lsn, seq = excluded.seq, error = excluded.error,
+                    source_row = excluded.source_row, created_at = now(),
+                    attempts = walfill.dead_letters.attempts + 1",
+            &[
+                &plan.def.target,
+                &plan.def.version,
+                &key,
+                &plan.key,
+                &lsn,
+                &seq,
+                error,
+                &source_row,
+            ],
+        )
+        .await
+        .map_err(|e| Error::destination("recording a dead letter", e))?;
+        tracing::warn!(
+            target = %plan.def.target,
+            version = %plan.def.version,
+            key = ?key,
+            %error,
+            "the transform fails on this row; it goes to the dead letters and its key is \
+             absent from the version (`walfill dead-letters` lists them)"
+        );
+    }
+    Ok(poison.len() as u64)
+}

@@ -1,0 +1,91 @@
+//! The SQL that sets aside a batch's rows whose transform fails (dead
+//! letters) and applies them again later.
+//!
+//! A row is probed alone, by its place in the work table; one that fails
+//! is turned into a delete (a change from the stream: stored as a
+//! tombstone at its version, so no older row of its key stays) or dropped
+//! (a row copied from a snapshot: nothing is stored for its key yet), and
+//! recorded in `walfill.dead_letters` with its key, version, error and the
+//! source row, in the same transaction.
+
+use walfill_core::sql::quote_ident;
+
+use super::{Plan, WORK_TABLE};
+
+/// Statements over the work table for dead letters.
+#[derive(Clone, Debug)]
+pub struct DeadLetterSql {
+    /// The rows to probe: `ctid` of each upsert.
+    pub candidates: String,
+    /// Runs the transform and filter over one row. Parameter: `$1` ctid text.
+    pub probe: String,
+    /// Turns a change into a delete; returns its key (text[]) and source
+    /// row (jsonb), version LSN (text) and seq. Parameter: `$1` ctid text.
+    pub poison_change: String,
+    /// Drops a copied row; returns its key and source row. Parameter: `$1`.
+    pub poison_copied: String,
+    /// Removes the dead letters of keys the batch writes anew (a newer
+    /// version of the key was stored). Parameters: `$1` target, `$2`
+    /// version, `$3` the LSN text of rows without one (a chunk's).
+    pub resolve: String,
+    /// Stores one row of the work table at its version if what is stored
+    /// for its key is a tombstone no newer (or nothing). No parameters.
+    pub retry: String,
+}
+
+impl Plan {
+    /// The dead-letter statements of this plan.
+    pub fn dead_letter_sql(&self) -> DeadLetterSql {
+        let work = format!("pg_temp.{WORK_TABLE}");
+        let key_text = format!(
+            "ARRAY[{}]::text[]",
+            self.key
+                .iter()
+                .map(|k| format!("m.{}::text", quote_ident(k)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        let row = self.source_row_of("m");
+        let alias = self.alias();
+        let row_json = format!("(SELECT to_jsonb({alias}) FROM {row})");
+        let passes = self
+            .passes()
+            .map(|p| format!(" WHERE {p}"))
+            .unwrap_or_default();
+        let select = &self.def.select;
+        let table = self.staging_table();
+        let conflict = self.upsert_conflict(false).replace(
+            "WHERE (s._walfill_lsn, s._walfill_seq) < (EXCLUDED._walfill_lsn, EXCLUDED._walfill_seq)",
+            "WHERE s._walfill_deleted \
+             AND (s._walfill_lsn, s._walfill_seq) <= (EXCLUDED._walfill_lsn, EXCLUDED._walfill_seq)",
+        );
+        DeadLetterSql {
+            candidates: format!("SELECT m.ctid::text FROM {work} AS m WHERE m._walfill_op = 'u'"),
+            probe: format!(
+                "SELECT t::text FROM {work} AS m, LATERAL (SELECT {select} FROM {row}{passes}) AS t \
+                 WHERE m.ctid = $1::text::tid"
+            ),
+            poison_change: format!(
+                "UPDATE {work} AS m SET _walfill_op = 'd' WHERE m.ctid = $1::text::tid \
+                 RETURNING {key_text}, {row_json}, m._walfill_lsn::text, m._walfill_seq"
+            ),
+            poison_copied: format!(
+                "DELETE FROM {work} AS m WHERE m.ctid = $1::text::tid \
+                 RETURNING {key_text}, {row_json}, NULL::text, NULL::integer"
+            ),
+            resolve: format!(
+                "DELETE FROM walfill.dead_letters d USING {work} AS m \
+                 WHERE d.target = $1 AND d.version = $2 AND d.key = {key_text} \
+                   AND (d.lsn, d.seq) < (coalesce(m._walfill_lsn, $3::text::pg_lsn), \
+                                         coalesce(m._walfill_seq, 0))"
+            ),
+            retry: format!(
+                "INSERT INTO {table} AS s ({columns}) \
+                 SELECT t.*{hidden}, m._walfill_lsn, m._walfill_seq, false \
+                 FROM {work} AS m, LATERAL (SELECT {select} FROM {row}{passes}) AS t {conflict}",
+                columns = self.insert_columns(false),
+                hidden = self.hidden_values("m"),
+            ),
+        }
+    }
+}
