@@ -53,6 +53,11 @@ url = "file://$WALFILL_PG_ARCHIVE"
 [backfill]
 chunk_rows = 10000
 
+# The cluster's archive_command already fills the archive (walfill wal-push
+# would do as well): the service need not stream WAL itself.
+[serve]
+archiver = false
+
 [[target]]
 name = "orders_summary"
 source = "public.orders"

@@ -370,6 +370,24 @@ pub enum Command {
         json: bool,
     },
 
+    /// Compare a version with the transform of its source, over the whole
+    /// table: counts and an md5 per key range. The one command that reads the
+    /// source table on purpose.
+    ///
+    /// Each range of `chunk_rows` keys is read in its own short transaction
+    /// (no long transaction on the source; paced by max_rows_per_second)
+    /// and compared once the version's stream has applied everything the
+    /// read saw, so the version must be followed (`walfill serve` or
+    /// `walfill sync`) while it runs. A range that differs is read again
+    /// (up to three times) before it is reported; exits 3 when one does.
+    Verify {
+        /// The target.
+        target: String,
+        /// The version (default: the active one).
+        #[arg(long)]
+        version: Option<String>,
+    },
+
     /// Drop a version that is not active: its slot and its table.
     Retire {
         /// The target.

@@ -40,3 +40,4 @@ pub mod state;
 pub mod status;
 pub mod swap;
 pub mod telemetry;
+pub mod verify;

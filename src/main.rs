@@ -206,6 +206,9 @@ async fn run(command: Command, config: Option<Config>) -> Result<u8> {
             retry,
             json,
         } => walfill::dead_letters::dead_letters(&config, &target, version, retry, json).await?,
+        Command::Verify { target, version } => {
+            walfill::verify::verify(&config, &target, version, &cancel).await?
+        }
         Command::Serve { listen } => {
             let path = config.path.clone();
             let options = walfill::serve::ServeOptions { listen };

@@ -619,14 +619,14 @@ fn the_throttle_engages_over_its_threshold_and_releases_after() {
     let walfill = Walfill::new(
         &db,
         &format!(
-            "{SLOW_COPY}\n[throttle]\nmax_apply_lag_mb = 1\n\n{other}\n{}",
+            "{SLOW_COPY}\n[throttle]\nmax_apply_lag_mb = 8\n\n{other}\n{}",
             orders_target("v1")
         ),
     );
     walfill.ok(&["setup"]);
     walfill.ok(&["backfill", "orders_a"]);
     // orders_a's live version falls behind: nothing syncs it.
-    db.exec("UPDATE orders SET note = repeat('x', 300) WHERE id <= 10000");
+    db.exec("UPDATE orders SET note = repeat(md5(id::text), 20)");
     let backfill = walfill.spawn(&["backfill", "orders_summary"]);
     db.wait_for(
         "SELECT EXISTS (SELECT 1 FROM walfill.events WHERE kind = 'throttle_engaged')",
@@ -651,7 +651,12 @@ fn the_throttle_engages_over_its_threshold_and_releases_after() {
     // orders_a is followed again: the lag goes (the copy's own writes
     // land in the same cluster, so it must stay followed), and the copy
     // goes on.
-    let mut sync = walfill.spawn(&["sync", "orders_a"]);
+    let mut sync = walfill
+        .command_env(&["sync", "orders_a"], &[])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
     walfill.wait_ok(backfill, Duration::from_secs(120));
     let _ = std::process::Command::new("kill")
         .args(["-TERM", &sync.id().to_string()])
@@ -676,4 +681,56 @@ fn the_throttle_engages_over_its_threshold_and_releases_after() {
         Some(ORDERS_WHERE),
         "id",
     );
+}
+
+#[test]
+fn verify_catches_a_row_changed_behind_walfills_back() {
+    let (db, walfill) = built_v1("sv_verify", 6_000, "");
+    walfill.configure(
+        &db,
+        &format!("[backfill]\nchunk_rows = 1000\n\n{}", orders_target("v1")),
+    );
+    let mut sync = walfill
+        .command_env(&["sync"], &[])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let writer = Writer::start(&db, 6_000, 1_000_000, 15);
+    // Under writes, ranges read while changes are on their way compare
+    // equal once the stream has them.
+    let out = walfill.ok(&["verify", "orders_summary"]);
+    assert!(out.contains("equals the transform of its source"), "{out}");
+    assert!(writer.stop() > 10);
+
+    let id = db
+        .value(
+            "SELECT id FROM derived.orders_summary__v1 WHERE NOT _walfill_deleted
+              ORDER BY id LIMIT 1 OFFSET 3000",
+        )
+        .unwrap();
+    db.exec(&format!(
+        "UPDATE derived.orders_summary__v1 SET status = 'TAMPERED' WHERE id = {id}"
+    ));
+    let failed = walfill.run(&["verify", "orders_summary"]);
+    let stderr = String::from_utf8_lossy(&failed.stderr);
+    assert_eq!(failed.status.code(), Some(3), "{stderr}");
+    // Only the tampered range differs.
+    assert_eq!(
+        stderr
+            .matches("- version v1 of orders_summary: keys")
+            .count(),
+        1,
+        "{stderr}"
+    );
+    db.exec(&format!(
+        "UPDATE derived.orders_summary__v1
+            SET status = (SELECT upper(status) FROM orders WHERE id = {id}) WHERE id = {id}"
+    ));
+    let out = walfill.ok(&["verify", "orders_summary"]);
+    assert!(out.contains("equals"), "{out}");
+    let _ = std::process::Command::new("kill")
+        .args(["-TERM", &sync.id().to_string()])
+        .status();
+    let _ = sync.wait();
 }

@@ -12,6 +12,7 @@
 mod check;
 mod dead;
 mod sql;
+mod verify;
 
 pub use check::{build, describe, unusable};
 pub use dead::DeadLetterSql;

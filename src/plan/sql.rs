@@ -241,6 +241,11 @@ impl Plan {
     /// `(key columns) > (values)`, the values typed as the key columns: the
     /// keys after a snapshot chunk's cursor.
     pub fn keys_after(&self, after: &[String]) -> String {
+        self.keys_compare(">", after)
+    }
+
+    /// `(key columns) OP (values)`, the values typed as the key columns.
+    pub fn keys_compare(&self, op: &str, after: &[String]) -> String {
         let values: Vec<String> = self
             .key
             .iter()
@@ -254,7 +259,7 @@ impl Plan {
                 format!("{}::{sql_type}", quote_literal(value))
             })
             .collect();
-        format!("({}) > ({})", self.keys(), values.join(", "))
+        format!("({}) {op} ({})", self.keys(), values.join(", "))
     }
 
     /// A query returning a row when the staging table holds a key matching
