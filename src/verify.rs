@@ -189,12 +189,12 @@ pub async fn verify_version(
                 after.as_deref(),
                 &end,
                 chunk,
+                cancel,
             )
             .await?;
             let Some((last, lsn, rows)) = range else {
                 return Ok(found);
             };
-            wait_for_stream(dest, target, version, lsn, cancel).await?;
             let mut condition = plan.keys_compare("<=", &last);
             if let Some(a) = &after {
                 condition = format!("{} AND {condition}", plan.keys_after(a));
@@ -252,9 +252,12 @@ pub async fn verify_version(
     }
 }
 
-/// Reads the range of `chunk` keys after `after` into the work table, in one
-/// short transaction on the source; returns its last key, the WAL position
-/// the read saw, and its rows (`None`: no keys left).
+/// Reads the range of `chunk` keys after `after` (up to `end`) in one short
+/// transaction on the source, waits for the version's stream to pass what
+/// the read saw, and loads the rows into the work table (in a destination
+/// transaction the caller commits after comparing); returns the range's
+/// last key, the WAL position the read saw, and its rows (`None`: no keys
+/// left).
 #[allow(clippy::too_many_arguments)]
 async fn read_range(
     source: &Client,
@@ -264,6 +267,7 @@ async fn read_range(
     after: Option<&[String]>,
     end: &[String],
     chunk: u32,
+    cancel: &CancellationToken,
 ) -> Result<Option<(Vec<String>, Lsn, u64)>> {
     let columns = plan.chunk_copy_columns();
     let keys = plan
@@ -316,6 +320,9 @@ async fn read_range(
     let lsn: Lsn = lsn
         .parse()
         .map_err(|_| Error::Internal(format!("the source's WAL position {lsn} does not parse")))?;
+    // Waited for before the destination transaction opens: a transaction
+    // held open meanwhile would hold back every slot created in its cluster.
+    wait_for_stream(dest, &plan.def.target, &plan.def.version, lsn, cancel).await?;
     let into = |e| Error::destination("loading a range to verify", e);
     dest.batch_execute(&format!("BEGIN; TRUNCATE pg_temp.{WORK_TABLE}"))
         .await
