@@ -734,3 +734,48 @@ fn verify_catches_a_row_changed_behind_walfills_back() {
         .status();
     let _ = sync.wait();
 }
+
+#[test]
+fn verify_before_swap_compares_the_version_before_publishing_it() {
+    let db = TestDb::new("sv_vbs");
+    create_orders(&db, 5_000);
+    let walfill = Walfill::new(
+        &db,
+        &format!(
+            "[backfill]\nchunk_rows = 1000\nverify_before_swap = true\n\n{}",
+            orders_target("v1")
+        ),
+    );
+    walfill.ok(&["setup"]);
+    let writer = Writer::start(&db, 5_000, 1_000_000, 16);
+    walfill.ok(&["backfill", "orders_summary"]);
+    assert!(writer.stop() > 10);
+    assert_eq!(active_version(&db).as_deref(), Some("v1"));
+    assert_eq!(
+        db.value(
+            "SELECT detail->>'differences' FROM walfill.events
+              WHERE kind = 'verified' AND version = 'v1'"
+        )
+        .as_deref(),
+        Some("[]"),
+        "verified before the swap, equal"
+    );
+    let verified_before_swap: bool = db
+        .value(
+            "SELECT (SELECT max(at) FROM walfill.events WHERE kind = 'verified')
+                  < (SELECT min(at) FROM walfill.events WHERE kind = 'swap')",
+        )
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(verified_before_swap);
+    walfill.ok(&["sync", "--once"]);
+    crate::support::assert_view_matches(
+        &db,
+        VIEW,
+        "orders",
+        ORDERS_SELECT,
+        Some(ORDERS_WHERE),
+        "id",
+    );
+}

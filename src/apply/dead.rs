@@ -8,6 +8,15 @@
 //! ([`crate::plan::DeadLetterSql`]) and the statements run again. A batch
 //! in which every row fails is not dead letters but a broken transform:
 //! the error stops the job, as before.
+//!
+//! The pieces of a source transaction too large for the apply's memory
+//! bound are stored without a guard, so a poison row there stops the job as
+//! before: each savepoint that writes gives the destination transaction a
+//! subtransaction, and past 64 of them every snapshot taken on the
+//! destination must look subtransactions up (and the extra work per piece
+//! showed in the apply's memory bound under load).
+
+use std::sync::atomic::{AtomicU8, Ordering};
 
 use tokio_postgres::Transaction;
 use walfill_core::Lsn;
@@ -27,44 +36,61 @@ pub fn is_data_error(e: &tokio_postgres::Error) -> bool {
     })
 }
 
-/// Runs `statements` under a savepoint; on a data error sets the failing
-/// rows aside and runs them again. `chunk`: the snapshot LSN of a copied
-/// chunk (its rows are dropped, not turned into deletes). Returns how many
-/// rows were set aside.
+/// Whether a version has dead letters, as far as its store knows: read
+/// once, then kept (only the store that holds the version adds them).
+#[derive(Debug, Default)]
+pub(super) struct Known(AtomicU8);
+
+// 0: not read yet.
+const NONE: u8 = 1;
+const SOME: u8 = 2;
+
+/// Runs `statements` under a savepoint, then `then` (SQL without
+/// parameters, sent with the savepoint's release); on a data error sets the
+/// failing rows aside and runs them again. `chunk`: the snapshot LSN of a
+/// copied chunk (its rows are dropped, not turned into deletes). Returns
+/// how many rows were set aside. The savepoint travels with the first
+/// statement and its release with `then`: no round trip of their own.
 pub(super) async fn run_guarded(
     dest: &Transaction<'_>,
     plan: &Plan,
+    known: &Known,
     statements: &[(&str, &[&(dyn tokio_postgres::types::ToSql + Sync)])],
     chunk: Option<Lsn>,
+    then: &str,
     context: &str,
 ) -> Result<u64> {
-    let sql = plan.dead_letter_sql();
-    let savepoint = |what: &'static str| dest.batch_execute(what);
-    resolve(dest, plan, &sql.resolve, chunk).await?;
-    savepoint("SAVEPOINT walfill_batch")
-        .await
-        .map_err(|e| Error::destination(context, e))?;
-    let first = run_all(dest, statements).await;
-    let error = match first {
+    if known.0.load(Ordering::Relaxed) != NONE {
+        let sql = plan.dead_letter_sql();
+        let some = resolve(dest, plan, &sql.resolve, chunk).await?;
+        known
+            .0
+            .store(if some { SOME } else { NONE }, Ordering::Relaxed);
+    }
+    let (savepoint, first) = tokio::join!(
+        dest.batch_execute("SAVEPOINT walfill_batch"),
+        run_all(dest, statements)
+    );
+    let failed = |e| Error::destination(context, e);
+    let error = match savepoint.and(first) {
         Ok(()) => {
-            savepoint("RELEASE SAVEPOINT walfill_batch")
+            dest.batch_execute(&format!("RELEASE SAVEPOINT walfill_batch; {then}"))
                 .await
-                .map_err(|e| Error::destination(context, e))?;
+                .map_err(failed)?;
             return Ok(0);
         }
         Err(e) if is_data_error(&e) => e,
-        Err(e) => return Err(Error::destination(context, e)),
+        Err(e) => return Err(failed(e)),
     };
-    savepoint("ROLLBACK TO SAVEPOINT walfill_batch")
+    dest.batch_execute("ROLLBACK TO SAVEPOINT walfill_batch")
         .await
-        .map_err(|e| Error::destination(context, e))?;
+        .map_err(failed)?;
     let set_aside = quarantine(dest, plan, chunk, &error, context).await?;
-    run_all(dest, statements)
+    known.0.store(SOME, Ordering::Relaxed);
+    run_all(dest, statements).await.map_err(failed)?;
+    dest.batch_execute(&format!("RELEASE SAVEPOINT walfill_batch; {then}"))
         .await
-        .map_err(|e| Error::destination(context, e))?;
-    savepoint("RELEASE SAVEPOINT walfill_batch")
-        .await
-        .map_err(|e| Error::destination(context, e))?;
+        .map_err(failed)?;
     Ok(set_aside)
 }
 
@@ -78,8 +104,14 @@ async fn run_all(
     Ok(())
 }
 
-/// Removes the dead letters of keys this batch writes at a newer version.
-async fn resolve(dest: &Transaction<'_>, plan: &Plan, sql: &str, chunk: Option<Lsn>) -> Result<()> {
+/// Removes the dead letters of keys this batch writes at a newer version;
+/// returns whether the version had any.
+async fn resolve(
+    dest: &Transaction<'_>,
+    plan: &Plan,
+    sql: &str,
+    chunk: Option<Lsn>,
+) -> Result<bool> {
     let present: bool = dest
         .query_one(
             "SELECT EXISTS (SELECT 1 FROM walfill.dead_letters WHERE target = $1 AND version = $2)",
@@ -94,7 +126,7 @@ async fn resolve(dest: &Transaction<'_>, plan: &Plan, sql: &str, chunk: Option<L
             .await
             .map_err(|e| Error::destination("resolving dead letters", e))?;
     }
-    Ok(())
+    Ok(present)
 }
 
 /// Probes each row alone; sets the failing ones aside and records them.

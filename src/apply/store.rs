@@ -23,6 +23,8 @@ const COPY_PIECE: usize = 1 << 20;
 pub struct Store {
     plan: Plan,
     sql: BatchSql,
+    /// Whether the version has dead letters, once read.
+    dead: super::dead::Known,
 }
 
 /// What storing a batch did.
@@ -38,6 +40,7 @@ impl Store {
         Store {
             sql: plan.batch_sql(),
             plan,
+            dead: super::dead::Known::default(),
         }
     }
 
@@ -70,7 +73,13 @@ impl Store {
         }
         match std::mem::take(&mut batch.writes) {
             Writes::None => Ok(Stored::default()),
-            Writes::Folded(mut fold) => self.store_fold(dest, &mut fold, watermark).await,
+            Writes::Folded(mut fold) => {
+                // A piece of a large source transaction (no cursor) is not
+                // guarded: a savepoint per piece would give the destination
+                // transaction a subtransaction per piece (see `dead`).
+                let guard = batch.cursor.is_some();
+                self.store_fold(dest, &mut fold, watermark, guard).await
+            }
             Writes::Chunk {
                 data,
                 version,
@@ -124,14 +133,13 @@ impl Store {
         super::dead::run_guarded(
             dest,
             &self.plan,
+            &self.dead,
             &with_params,
             Some(version.commit_lsn),
+            &format!("TRUNCATE pg_temp.{WORK_TABLE}"),
             "storing a chunk in the version's table",
         )
         .await?;
-        dest.execute(&format!("TRUNCATE pg_temp.{WORK_TABLE}"), &[])
-            .await
-            .map_err(|e| Error::destination("emptying the work table", e))?;
         Ok(())
     }
 
@@ -142,6 +150,7 @@ impl Store {
         dest: &DestTransaction<'_>,
         pending: &mut Fold,
         watermark: Option<Version>,
+        guard: bool,
     ) -> Result<Stored> {
         let mut outcome = Stored::default();
         if pending.is_empty() {
@@ -226,10 +235,28 @@ impl Store {
             .iter()
             .map(|s| (s.as_str(), &params[..]))
             .collect();
-        super::dead::run_guarded(dest, &self.plan, &with_params, None, context).await?;
-        dest.execute(&format!("TRUNCATE pg_temp.{WORK_TABLE}"), &[])
-            .await
-            .map_err(|e| Error::destination(context, e))?;
+        let then = format!("TRUNCATE pg_temp.{WORK_TABLE}");
+        if guard {
+            super::dead::run_guarded(
+                dest,
+                &self.plan,
+                &self.dead,
+                &with_params,
+                None,
+                &then,
+                context,
+            )
+            .await?;
+        } else {
+            for (statement, params) in &with_params {
+                dest.execute(*statement, params)
+                    .await
+                    .map_err(|e| Error::destination(context, e))?;
+            }
+            dest.batch_execute(&then)
+                .await
+                .map_err(|e| Error::destination(context, e))?;
+        }
         Ok(outcome)
     }
 }

@@ -136,6 +136,7 @@ pub(crate) fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
         },
         slot_warning_mb: b.slot_warning_mb,
         allow_dead_letters: b.allow_dead_letters.unwrap_or(false),
+        verify_before_swap: b.verify_before_swap.unwrap_or(false),
     };
 
     let serve = v.serve(&raw.serve)?;

@@ -131,6 +131,8 @@ pub struct BackfillSettings {
     /// Whether a version with dead letters (rows whose transform failed,
     /// absent from it) may be swapped in.
     pub allow_dead_letters: bool,
+    /// Whether every swap a backfill makes is preceded by `walfill verify`.
+    pub verify_before_swap: bool,
     /// A cap on the snapshot copy's rate, to spare the source (none by default).
     pub max_rows_per_second: Option<u32>,
     /// `status` warns about a walfill slot that keeps more WAL than this

@@ -271,6 +271,9 @@ async fn run(
                 return Ok(());
             }
             Phase::Ready => {
+                if cx.config.backfill.verify_before_swap {
+                    verify_before_swap(cx, dest, state).await?;
+                }
                 failpoint::hit("swap.start");
                 return swap::swap(cx.config, dest, &state.target, &state.version, cx.cancel).await;
             }
@@ -296,6 +299,76 @@ async fn run(
             }
         }
     }
+}
+
+/// `verify_before_swap`: compares the caught-up version with the transform
+/// of its source before it is published, while a sync task of this process
+/// keeps it following the stream (the version's lock is handed to it for
+/// the while, and taken back for the swap).
+async fn verify_before_swap(
+    cx: &Context<'_>,
+    dest: &mut Client,
+    state: &VersionState,
+) -> Result<()> {
+    let name = format!("version:{}:{}", state.target, state.version);
+    let what = format!("version {} of {}", state.version, state.target);
+    lock::release(dest, &name).await?;
+    let follow = cx.cancel.child_token();
+    let sync = {
+        let config = cx.config.clone();
+        let target = state.target.clone();
+        let token = follow.clone();
+        tokio::spawn(async move {
+            let options = super::SyncOptions {
+                once: false,
+                shared: true,
+            };
+            super::sync(&config, &[target], &options, &token).await
+        })
+    };
+    tracing::info!(target = %state.target, version = %state.version, "verifying before the swap");
+    let verified =
+        crate::verify::verify_version(cx.config, dest, &state.target, &state.version, cx.cancel)
+            .await;
+    follow.cancel();
+    let _ = sync.await;
+    lock::acquire(dest, &name, &what, lock::DEFAULT_WAIT).await?;
+    let verified = verified?;
+    state::record_event(
+        &*dest,
+        &state.target,
+        Some(&state.version),
+        "verified",
+        serde_json::json!({
+            "ranges": verified.ranges,
+            "rows": verified.rows,
+            "differences": verified.differences,
+        }),
+    )
+    .await?;
+    if !verified.differences.is_empty() {
+        return Err(Error::Problems(
+            verified
+                .differences
+                .iter()
+                .map(|d| {
+                    format!(
+                        "version {} of {} differs from the transform of its source, so it is \
+                         not swapped in: {d}",
+                        state.version, state.target
+                    )
+                })
+                .collect(),
+        ));
+    }
+    tracing::info!(
+        target = %state.target,
+        version = %state.version,
+        rows = verified.rows,
+        ranges = verified.ranges,
+        "verified: the version equals the transform of its source"
+    );
+    Ok(())
 }
 
 /// Fills the version by `path`, falling back from a replay the archive
