@@ -46,17 +46,7 @@ pub async fn dead_letters(
     config.target(target)?;
     let mut dest = db::connect(&config.destination, Role::Destination).await?;
     state::require(&dest).await?;
-    let version = match version {
-        Some(v) => v,
-        None => state::target_state(&dest, target)
-            .await?
-            .active
-            .ok_or_else(|| {
-                Error::Request(format!(
-                    "target {target} has no active version; name one with --version"
-                ))
-            })?,
-    };
+    let version = state::version_or_active(&dest, target, version).await?;
     if retry {
         let (applied, failing, obsolete) = retry_all(&mut dest, target, &version).await?;
         crate::say!(

@@ -56,17 +56,7 @@ pub async fn verify(
     config.target(target)?;
     let dest = db::connect(&config.destination, Role::Destination).await?;
     state::require(&dest).await?;
-    let version = match version {
-        Some(v) => v,
-        None => state::target_state(&dest, target)
-            .await?
-            .active
-            .ok_or_else(|| {
-                Error::Request(format!(
-                    "target {target} has no active version; name one with --version"
-                ))
-            })?,
-    };
+    let version = state::version_or_active(&dest, target, version).await?;
     let found = verify_version(config, &dest, target, &version, cancel).await?;
     if found.differences.is_empty() {
         crate::say!(

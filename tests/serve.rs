@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use crate::support::cluster::archive_url;
-use crate::support::service::{wait_for, wait_view_matches, Service};
+use crate::support::service::{wait_for, wait_view_matches, Background, Service};
 use crate::support::workload::{create_orders, orders_target, Writer, ORDERS_SELECT, ORDERS_WHERE};
 use crate::support::{TestDb, Walfill};
 
@@ -651,17 +651,9 @@ fn the_throttle_engages_over_its_threshold_and_releases_after() {
     // orders_a is followed again: the lag goes (the copy's own writes
     // land in the same cluster, so it must stay followed), and the copy
     // goes on.
-    let mut sync = walfill
-        .command_env(&["sync", "orders_a"], &[])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let sync = Background::start(&walfill, &["sync", "orders_a"]);
     walfill.wait_ok(backfill, Duration::from_secs(120));
-    let _ = std::process::Command::new("kill")
-        .args(["-TERM", &sync.id().to_string()])
-        .status();
-    let _ = sync.wait();
+    drop(sync);
     let released: i64 = db
         .value("SELECT count(*) FROM walfill.events WHERE kind = 'throttle_released'")
         .unwrap()
@@ -690,12 +682,7 @@ fn verify_catches_a_row_changed_behind_walfills_back() {
         &db,
         &format!("[backfill]\nchunk_rows = 1000\n\n{}", orders_target("v1")),
     );
-    let mut sync = walfill
-        .command_env(&["sync"], &[])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let sync = Background::start(&walfill, &["sync"]);
     let writer = Writer::start(&db, 6_000, 1_000_000, 15);
     // Under writes, ranges read while changes are on their way compare
     // equal once the stream has them.
@@ -729,10 +716,7 @@ fn verify_catches_a_row_changed_behind_walfills_back() {
     ));
     let out = walfill.ok(&["verify", "orders_summary"]);
     assert!(out.contains("equals"), "{out}");
-    let _ = std::process::Command::new("kill")
-        .args(["-TERM", &sync.id().to_string()])
-        .status();
-    let _ = sync.wait();
+    drop(sync);
 }
 
 #[test]

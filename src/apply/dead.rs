@@ -22,7 +22,7 @@ use tokio_postgres::Transaction;
 use walfill_core::Lsn;
 
 use crate::error::{Error, Result};
-use crate::plan::Plan;
+use crate::plan::{DeadLetterSql, Plan};
 
 /// Rows probed before a batch whose rows all fail counts as a broken
 /// transform rather than poison rows.
@@ -36,10 +36,24 @@ pub fn is_data_error(e: &tokio_postgres::Error) -> bool {
     })
 }
 
-/// Whether a version has dead letters, as far as its store knows: read
-/// once, then kept (only the store that holds the version adds them).
-#[derive(Debug, Default)]
-pub(super) struct Known(AtomicU8);
+/// A store's dead-letter statements (built once), and whether the version
+/// has dead letters as far as the store knows: read once, then kept (only
+/// the store that holds the version adds them).
+#[derive(Debug)]
+pub(super) struct Guard {
+    sql: DeadLetterSql,
+    known: AtomicU8,
+}
+
+impl Guard {
+    /// The guard of `plan`'s version.
+    pub(super) fn new(plan: &Plan) -> Guard {
+        Guard {
+            sql: plan.dead_letter_sql(),
+            known: AtomicU8::new(0),
+        }
+    }
+}
 
 // 0: not read yet.
 const NONE: u8 = 1;
@@ -54,17 +68,16 @@ const SOME: u8 = 2;
 pub(super) async fn run_guarded(
     dest: &Transaction<'_>,
     plan: &Plan,
-    known: &Known,
+    guard: &Guard,
     statements: &[(&str, &[&(dyn tokio_postgres::types::ToSql + Sync)])],
     chunk: Option<Lsn>,
     then: &str,
     context: &str,
 ) -> Result<u64> {
-    if known.0.load(Ordering::Relaxed) != NONE {
-        let sql = plan.dead_letter_sql();
-        let some = resolve(dest, plan, &sql.resolve, chunk).await?;
-        known
-            .0
+    if guard.known.load(Ordering::Relaxed) != NONE {
+        let some = resolve(dest, plan, &guard.sql.resolve, chunk).await?;
+        guard
+            .known
             .store(if some { SOME } else { NONE }, Ordering::Relaxed);
     }
     let (savepoint, first) = tokio::join!(
@@ -85,8 +98,8 @@ pub(super) async fn run_guarded(
     dest.batch_execute("ROLLBACK TO SAVEPOINT walfill_batch")
         .await
         .map_err(failed)?;
-    let set_aside = quarantine(dest, plan, chunk, &error, context).await?;
-    known.0.store(SOME, Ordering::Relaxed);
+    let set_aside = quarantine(dest, plan, &guard.sql, chunk, &error, context).await?;
+    guard.known.store(SOME, Ordering::Relaxed);
     run_all(dest, statements).await.map_err(failed)?;
     dest.batch_execute(&format!("RELEASE SAVEPOINT walfill_batch; {then}"))
         .await
@@ -133,11 +146,11 @@ async fn resolve(
 async fn quarantine(
     dest: &Transaction<'_>,
     plan: &Plan,
+    sql: &DeadLetterSql,
     chunk: Option<Lsn>,
     first_error: &tokio_postgres::Error,
     context: &str,
 ) -> Result<u64> {
-    let sql = plan.dead_letter_sql();
     let failed = |e| Error::destination("looking for the rows whose transform fails", e);
     let candidates: Vec<String> = dest
         .query(sql.candidates.as_str(), &[])

@@ -24,7 +24,7 @@ pub struct Store {
     plan: Plan,
     sql: BatchSql,
     /// Whether the version has dead letters, once read.
-    dead: super::dead::Known,
+    dead: super::dead::Guard,
 }
 
 /// What storing a batch did.
@@ -39,8 +39,8 @@ impl Store {
     pub fn new(plan: Plan) -> Store {
         Store {
             sql: plan.batch_sql(),
+            dead: super::dead::Guard::new(&plan),
             plan,
-            dead: super::dead::Known::default(),
         }
     }
 

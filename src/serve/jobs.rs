@@ -12,7 +12,7 @@ use crate::db::{self, Role};
 use crate::error::{Error, Result};
 use crate::job::{self, BackfillOptions};
 use crate::state::requests::{self, Ending, Request};
-use crate::state::{Phase, VersionState};
+use crate::state::VersionState;
 
 /// How often a running job looks whether its target was paused.
 const PAUSE_CHECK: Duration = Duration::from_millis(250);
@@ -136,12 +136,7 @@ async fn build(
 async fn choose_version(dest: &Client, configured: &Target, id: i64) -> Result<Target> {
     let wanted = super::leader::wanted_version(dest, configured).await?;
     let recorded = VersionState::load(dest, &wanted.name, &wanted.version).await?;
-    let unbuilt = recorded.is_none_or(|v| {
-        matches!(
-            v.phase,
-            Phase::Planned | Phase::Copying | Phase::Replaying | Phase::CatchingUp
-        )
-    });
+    let unbuilt = recorded.is_none_or(|v| v.phase.is_building());
     if unbuilt {
         return Ok(wanted);
     }

@@ -17,7 +17,7 @@ use crate::error::{Error, Result};
 use crate::job;
 use crate::plan::Definition;
 use crate::state::requests;
-use crate::state::{self, Phase, VersionState};
+use crate::state::{self, VersionState};
 
 /// Takes or renews the lead for `worker`; true when it holds it.
 pub async fn hold(dest: &Client, worker: &str, lease: Duration) -> Result<bool> {
@@ -124,13 +124,7 @@ pub async fn wanted_version(dest: &Client, target: &Target) -> Result<Target> {
 async fn build_configured(dest: &Client, target: &Target) -> Result<()> {
     let wanted = wanted_version(dest, target).await?;
     let recorded = VersionState::load(dest, &wanted.name, &wanted.version).await?;
-    let needed = match &recorded {
-        None => true,
-        Some(v) => matches!(
-            v.phase,
-            Phase::Planned | Phase::Copying | Phase::Replaying | Phase::CatchingUp
-        ),
-    };
+    let needed = recorded.as_ref().is_none_or(|v| v.phase.is_building());
     if !needed || has_open_request(dest, &wanted.name, None).await? {
         return Ok(());
     }

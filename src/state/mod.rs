@@ -82,6 +82,23 @@ pub struct TargetState {
     pub previous: Option<String>,
 }
 
+/// `version` if given, else the active version of `target` (an error that
+/// says to name one when there is none).
+pub async fn version_or_active(
+    client: &impl GenericClient,
+    target: &str,
+    version: Option<String>,
+) -> Result<String> {
+    if let Some(v) = version {
+        return Ok(v);
+    }
+    target_state(client, target).await?.active.ok_or_else(|| {
+        Error::Request(format!(
+            "target {target} has no active version; name one with --version"
+        ))
+    })
+}
+
 /// Reads which versions of `target` are active and previous.
 pub async fn target_state(client: &impl GenericClient, target: &str) -> Result<TargetState> {
     let row = client

@@ -93,6 +93,14 @@ impl Phase {
         }
     }
 
+    /// Being built: planned, filled or caught up, not complete yet.
+    pub fn is_building(self) -> bool {
+        matches!(
+            self,
+            Phase::Planned | Phase::Copying | Phase::Replaying | Phase::CatchingUp
+        )
+    }
+
     /// Whether the version is complete and follows the live stream.
     pub fn is_live(self) -> bool {
         matches!(self, Phase::Ready | Phase::Active | Phase::Previous)

@@ -213,10 +213,7 @@ async fn workers(dest: &Client) -> Result<Vec<Worker>> {
 
 /// A version's row of the report; `holder` is the process working on it.
 fn describe(v: VersionState, holder: Option<i32>) -> VersionStatus {
-    let filling = matches!(
-        v.phase,
-        Phase::Planned | Phase::Copying | Phase::Replaying | Phase::CatchingUp
-    );
+    let filling = v.phase.is_building();
     let running = holder.is_some();
     let (wal_read, wal_total) = match (v.path, v.restart_lsn, v.boundary_lsn) {
         (Path::Replay, Some(restart), Some(boundary)) => {

@@ -164,6 +164,32 @@ impl Drop for Service {
     }
 }
 
+/// A walfill command left running in the background (a `sync`), its output
+/// discarded; stopped with SIGTERM when dropped.
+pub struct Background(Child);
+
+impl Background {
+    /// Starts `walfill ARGS`.
+    pub fn start(walfill: &Walfill, args: &[&str]) -> Background {
+        let child = walfill
+            .command_env(args, &[])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("spawn walfill");
+        Background(child)
+    }
+}
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("kill")
+            .args(["-TERM", &self.0.id().to_string()])
+            .status();
+        let _ = self.0.wait();
+    }
+}
+
 /// Waits until `sql` on `db` returns true, showing the services' logs when it
 /// times out.
 pub fn wait_for(db: &TestDb, sql: &str, timeout: Duration, what: &str, services: &[&Service]) {
