@@ -5,6 +5,13 @@
 # S3 test server) and prints the environment they read, so callers
 # can do
 #   eval "$(scripts/test-env.sh)"
+
+# Small WAL segments: the tests switch segments often, and every switch
+# archives a whole segment, so 16 MiB ones make a full run's archives
+# several GiB. Small ones also make records cross segment boundaries more
+# often. (A cluster keeps the size it was created with.)
+export WALFILL_PG_SEGSIZE="${WALFILL_PG_SEGSIZE:-4}"
+
 . "$(dirname "$0")/lib.sh"
 cd "$WALFILL_ROOT"
 
