@@ -306,14 +306,33 @@ pub enum Command {
     /// Ask the running service(s) for a backfill of a target; prints the
     /// request's id.
     ///
-    /// The request builds the target's configured version if it is not
-    /// built yet, and otherwise a new version of the same transform
-    /// (VERSION_rID) from empty, which is swapped in when caught up (the
-    /// version before it is kept for rollback). `walfill status` shows its
-    /// state; `walfill cancel ID` withdraws it while it is queued.
+    /// Without --where (or with --purge) the request rebuilds from empty:
+    /// the target's configured version if it is not built yet, otherwise a
+    /// new version of the same transform (VERSION_rID), swapped in when
+    /// caught up, the version before it kept for rollback. Rows whose
+    /// source rows are gone are not in it.
+    ///
+    /// With --where, it refreshes in place: the source rows matching the
+    /// condition are copied again into the published version, by the same
+    /// versioned apply as the live stream (which goes on meanwhile), and
+    /// every key the source no longer has becomes a tombstone. For a
+    /// version that a bug or a hand edit got out of step, without a
+    /// rebuild.
+    ///
+    /// `walfill status` shows the request's state; `walfill cancel ID`
+    /// withdraws it while it is queued.
     Request {
         /// The target.
         target: String,
+        /// Refresh only the source rows matching this condition (SQL over
+        /// the source table's columns, e.g. "region = 'eu' AND id < 5000")
+        /// in the published version.
+        #[arg(long = "where", value_name = "SQL", conflicts_with = "purge")]
+        scope: Option<String>,
+        /// Rebuild from empty into a new version (the default without
+        /// --where; spelled out for scripts).
+        #[arg(long)]
+        purge: bool,
     },
 
     /// Withdraw a queued backfill request.

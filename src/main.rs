@@ -214,10 +214,17 @@ async fn run(command: Command, config: Option<Config>) -> Result<u8> {
             let options = walfill::serve::ServeOptions { listen };
             Box::pin(walfill::serve::serve(path, config, options, &cancel)).await?;
         }
-        Command::Request { target } => {
+        Command::Request { target, scope, .. } => {
             config.target(&target)?;
             let dest = serve_state(&config).await?;
-            let id = walfill::state::requests::enqueue(&dest, &target, "cli", None).await?;
+            let id = walfill::state::requests::enqueue_scoped(
+                &dest,
+                &target,
+                "cli",
+                None,
+                scope.as_deref(),
+            )
+            .await?;
             walfill::say!("{id}")?;
             tracing::info!(
                 request = id,

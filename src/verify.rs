@@ -312,7 +312,16 @@ async fn read_range(
         .map_err(|_| Error::Internal(format!("the source's WAL position {lsn} does not parse")))?;
     // Waited for before the destination transaction opens: a transaction
     // held open meanwhile would hold back every slot created in its cluster.
-    wait_for_stream(dest, &plan.def.target, &plan.def.version, lsn, cancel).await?;
+    VersionState::wait_applied(
+        dest,
+        &plan.def.target,
+        &plan.def.version,
+        lsn,
+        STREAM_WAIT,
+        "verify",
+        cancel,
+    )
+    .await?;
     let into = |e| Error::destination("loading a range to verify", e);
     dest.batch_execute(&format!("BEGIN; TRUNCATE pg_temp.{WORK_TABLE}"))
         .await
@@ -346,37 +355,4 @@ async fn read_range(
         .map_err(into)?
         .get(0);
     Ok(Some((last, lsn, rows)))
-}
-
-/// Waits until the version has applied everything up to `lsn`.
-async fn wait_for_stream(
-    dest: &Client,
-    target: &str,
-    version: &str,
-    lsn: Lsn,
-    cancel: &CancellationToken,
-) -> Result<()> {
-    let started = Instant::now();
-    loop {
-        let applied = VersionState::load(dest, target, version)
-            .await?
-            .and_then(|v| v.applied_lsn);
-        if applied.is_some_and(|a| a >= lsn) {
-            return Ok(());
-        }
-        if started.elapsed() > STREAM_WAIT {
-            return Err(Error::Request(format!(
-                "version {version} of {target} has applied the stream up to {} and the \
-                 comparison needs {lsn}; keep it followed (`walfill serve` or `walfill sync`) \
-                 while verify runs",
-                applied
-                    .map(|a| a.to_string())
-                    .unwrap_or_else(|| "nothing".into())
-            )));
-        }
-        tokio::select! {
-            _ = cancel.cancelled() => return Err(Error::Interrupted),
-            _ = tokio::time::sleep(Duration::from_millis(200)) => {}
-        }
-    }
 }

@@ -512,6 +512,16 @@ fn requests_are_made_listed_and_cancelled_from_the_cli() {
             || format!("{err:?}").contains("no target named"),
         "{err:?}"
     );
+    let scoped = db
+        .value("SELECT walfill.request_backfill('orders_summary', 'id < 5')")
+        .unwrap();
+    assert_eq!(
+        db.value(&format!(
+            "SELECT scope FROM walfill.requests WHERE id = {scoped}"
+        ))
+        .as_deref(),
+        Some("id < 5")
+    );
 }
 
 #[test]
@@ -762,4 +772,115 @@ fn verify_before_swap_compares_the_version_before_publishing_it() {
         Some(ORDERS_WHERE),
         "id",
     );
+}
+
+#[test]
+fn a_scoped_request_refreshes_its_rows_in_place_and_tombstones_lost_keys() {
+    let (db, walfill) = built_v1("sv_scope", 6_000, "");
+    walfill.configure(
+        &db,
+        &format!(
+            "[backfill]\nchunk_rows = 300\n\n{}\n{}",
+            serve_section(""),
+            orders_target("v1")
+        ),
+    );
+    let mut service = Service::start(&walfill, false, &[]);
+    // The writer works on ids up to 4000: the scope's first part is
+    // refreshed while the stream changes it, its second part only by the
+    // refresh.
+    let writer = Writer::start(&db, 4_000, 1_000_000, 21);
+    let scope = "id <= 2000 OR id BETWEEN 4501 AND 5000";
+    let staging = "derived.orders_summary__v1";
+    // Behind walfill's back: a changed row and a lost row in scope, a
+    // changed row out of scope, and a row the source never had.
+    db.exec(&format!(
+        "UPDATE {staging} SET status = 'TAMPERED' WHERE id IN (4601, 5001);
+         DELETE FROM {staging} WHERE id = 4602;
+         CREATE TEMP TABLE stale AS SELECT * FROM {staging} WHERE id = 5002;
+         UPDATE stale SET id = 2000000;
+         INSERT INTO {staging} SELECT * FROM stale;"
+    ));
+    let id = walfill
+        .ok(&["request", "orders_summary", "--where", scope])
+        .trim()
+        .to_string();
+    wait_for(
+        &db,
+        &format!("SELECT state = 'done' FROM walfill.requests WHERE id = {id}"),
+        Duration::from_secs(120),
+        "the scoped refresh to finish",
+        &[&service],
+    );
+    assert!(writer.stop() > 10);
+    let outcome = db
+        .value(&format!(
+            "SELECT outcome::text FROM walfill.requests WHERE id = {id}"
+        ))
+        .unwrap();
+    let outcome: serde_json::Value = serde_json::from_str(&outcome).unwrap();
+    assert_eq!(outcome["path"], "refresh", "{outcome}");
+    assert_eq!(outcome["version"], "v1", "in place: {outcome}");
+    assert!(outcome["rows"].as_i64().unwrap() > 1_000, "{outcome}");
+    assert!(outcome["tombstoned"].as_i64().unwrap() >= 1, "{outcome}");
+    assert_eq!(active_version(&db).as_deref(), Some("v1"));
+
+    let status_of = |id: i64| {
+        db.value(&format!(
+            "SELECT (SELECT status FROM {VIEW} WHERE id = {id})"
+        ))
+    };
+    assert_eq!(
+        status_of(4601).as_deref(),
+        Some("OPEN"),
+        "repaired in scope"
+    );
+    assert_eq!(
+        status_of(4602).as_deref(),
+        Some("OPEN"),
+        "restored in scope"
+    );
+    assert_eq!(status_of(2_000_000), None, "a key the source lacks is gone");
+    assert_eq!(
+        status_of(5001).as_deref(),
+        Some("TAMPERED"),
+        "out of scope, left alone"
+    );
+    db.exec(&format!(
+        "UPDATE {staging} SET status = 'OPEN' WHERE id = 5001"
+    ));
+    wait_view_matches(
+        &db,
+        VIEW,
+        "orders",
+        ORDERS_SELECT,
+        Some(ORDERS_WHERE),
+        &[&service],
+    );
+
+    // A condition the source cannot run fails the request for good, with
+    // PostgreSQL's reason.
+    let bad = walfill
+        .ok(&["request", "orders_summary", "--where", "no_such_column = 1"])
+        .trim()
+        .to_string();
+    wait_for(
+        &db,
+        &format!("SELECT state = 'failed' FROM walfill.requests WHERE id = {bad}"),
+        Duration::from_secs(60),
+        "the bad request to fail",
+        &[&service],
+    );
+    let error = db
+        .value(&format!(
+            "SELECT last_error FROM walfill.requests WHERE id = {bad}"
+        ))
+        .unwrap();
+    assert!(
+        error.contains("--where condition does not work") && error.contains("no_such_column"),
+        "{error}"
+    );
+    let both = walfill.run(&["request", "orders_summary", "--where", "id < 3", "--purge"]);
+    assert_eq!(both.status.code(), Some(2));
+    service.stop(Duration::from_secs(30));
 }

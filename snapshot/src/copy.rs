@@ -22,6 +22,7 @@ pub struct KeysetChunk<'a> {
     table: &'a SourceTable,
     after: Option<&'a [String]>,
     limit: u32,
+    scope: Option<&'a str>,
 }
 
 /// What a chunk read produced.
@@ -42,7 +43,15 @@ impl<'a> KeysetChunk<'a> {
             table,
             after,
             limit,
+            scope: None,
         }
+    }
+
+    /// The same chunk of the rows matching `scope` only (a condition over
+    /// the table's columns, as in its `WHERE`).
+    pub fn within(mut self, scope: Option<&'a str>) -> Self {
+        self.scope = scope;
+        self
     }
 
     /// `(key columns) > (cursor values)` with typed literals, or `None` for
@@ -73,8 +82,13 @@ impl<'a> KeysetChunk<'a> {
         let columns = ident_list(self.table.replicated_columns().map(|c| c.name.as_str()));
         let key = ident_list(self.table.key.iter().map(String::as_str));
         let mut sql = format!("SELECT {columns} FROM {}", self.table.quoted());
-        if let Some(predicate) = self.after_predicate() {
-            sql.push_str(&format!(" WHERE {predicate}"));
+        let conditions: Vec<String> = self
+            .after_predicate()
+            .into_iter()
+            .chain(self.scope.map(|scope| format!("({scope})")))
+            .collect();
+        if !conditions.is_empty() {
+            sql.push_str(&format!(" WHERE {}", conditions.join(" AND ")));
         }
         sql.push_str(&format!(" ORDER BY {key} LIMIT {}", self.limit));
         format!("COPY ({sql}) TO STDOUT")
@@ -318,6 +332,16 @@ mod tests {
         );
         assert!(!next.contains("OFFSET"));
         assert_eq!(KeysetChunk::new(&t, None, 1).key_positions(), vec![0, 1]);
+        let scoped = KeysetChunk::new(&t, Some(&after), 500)
+            .within(Some("note = 'x' OR id < 3"))
+            .copy_out_sql();
+        assert!(
+            scoped.contains(
+                "WHERE (\"tenant\", \"id\") > ('o''brien'::text, '42'::bigint) \
+                 AND (note = 'x' OR id < 3) ORDER BY"
+            ),
+            "{scoped}"
+        );
     }
 
     #[test]

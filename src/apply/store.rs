@@ -25,6 +25,9 @@ pub struct Store {
     sql: BatchSql,
     /// Whether the version has dead letters, once read.
     dead: super::dead::Guard,
+    /// Whether another process writes the version's table meanwhile (its
+    /// live stream, during a scoped refresh).
+    shared: bool,
 }
 
 /// What storing a batch did.
@@ -41,6 +44,16 @@ impl Store {
             sql: plan.batch_sql(),
             dead: super::dead::Guard::new(&plan),
             plan,
+            shared: false,
+        }
+    }
+
+    /// A store for `plan`'s table while its live stream writes it too:
+    /// every chunk goes through the versioned upsert, never plain inserts.
+    pub fn shared(plan: Plan) -> Store {
+        Store {
+            shared: true,
+            ..Store::new(plan)
         }
     }
 
@@ -119,14 +132,15 @@ impl Store {
         // version: if no stored key follows the chunk's start, no row of
         // the chunk can conflict, and plain inserts are enough.
         let predicate = after.map(|a| self.plan.keys_after(a));
-        let stored = dest
-            .query_opt(
-                self.plan.stored_keys_sql(predicate.as_deref()).as_str(),
-                &[],
-            )
-            .await
-            .map_err(|e| Error::destination("probing the version's table", e))?
-            .is_some();
+        let stored = self.shared
+            || dest
+                .query_opt(
+                    self.plan.stored_keys_sql(predicate.as_deref()).as_str(),
+                    &[],
+                )
+                .await
+                .map_err(|e| Error::destination("probing the version's table", e))?
+                .is_some();
         let statements = self.plan.chunk_sql(version.commit_lsn, !stored);
         let with_params: Vec<(&str, &[&(dyn tokio_postgres::types::ToSql + Sync)])> =
             statements.iter().map(|s| (s.as_str(), &[][..])).collect();

@@ -155,6 +155,7 @@ async fn open(
         Snapshot {
             name: snapshot.to_string(),
             lsn,
+            scope: None,
         },
         after,
         pace,

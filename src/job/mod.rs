@@ -9,6 +9,7 @@ mod fill_copy;
 mod fill_replay;
 mod follow;
 mod path;
+mod refresh;
 mod source;
 mod sync;
 mod throttle;
@@ -16,6 +17,7 @@ mod throttle;
 pub use archive_wait::{can_switch_wal, explain_slow_archive, wait_for_archive};
 pub use backfill::{backfill, backfill_target, defines_same, BackfillOptions};
 pub(crate) use follow::{catch_up, Follower};
+pub use refresh::{refresh, Refreshed};
 pub use source::{
     current_wal_lsn, publication_problems, require_publication, slot_exists, slot_health,
     SlotHealth,

@@ -11,6 +11,7 @@
 
 mod check;
 mod dead;
+mod refresh;
 mod sql;
 mod verify;
 

@@ -11,7 +11,7 @@
 
 use std::sync::Arc;
 
-use axum::extract::{Path, State};
+use axum::extract::{Path, Query, State};
 use axum::http::{header, StatusCode};
 use axum::response::{Html, IntoResponse, Response};
 use axum::routing::{get, post};
@@ -165,12 +165,31 @@ async fn request(State(shared): State<Arc<Shared>>, Path(id): Path<i64>) -> Resp
     }
 }
 
-async fn backfill(State(shared): State<Arc<Shared>>, Path(target): Path<String>) -> Response {
+/// `POST /targets/T/backfill[?where=SQL][&purge=true]`: see `walfill request`.
+#[derive(Debug, serde::Deserialize)]
+struct BackfillQuery {
+    #[serde(rename = "where")]
+    scope: Option<String>,
+    #[serde(default)]
+    purge: bool,
+}
+
+async fn backfill(
+    State(shared): State<Arc<Shared>>,
+    Path(target): Path<String>,
+    Query(query): Query<BackfillQuery>,
+) -> Response {
     let config = shared.config();
     let made = async {
         config.target(&target)?;
+        if query.purge && query.scope.is_some() {
+            return Err(Error::Request(
+                "purge rebuilds the whole table into a new version and where refreshes part                  of the published one in place; ask for one of them"
+                    .into(),
+            ));
+        }
         let dest = db::connect(&config.destination, Role::Destination).await?;
-        requests::enqueue(&dest, &target, "http", None).await
+        requests::enqueue_scoped(&dest, &target, "http", None, query.scope.as_deref()).await
     }
     .await;
     match made {

@@ -100,6 +100,26 @@ async fn build(
     cancel: &CancellationToken,
 ) -> Result<serde_json::Value> {
     let configured = config.target(&request.target)?;
+    if let Some(scope) = &request.scope {
+        tracing::info!(
+            request = request.id,
+            target = %configured.name,
+            scope = %scope,
+            origin = %request.origin,
+            attempt = request.attempts,
+            "refreshing the rows in scope"
+        );
+        let done = job::refresh(config, &configured.name, scope, cancel).await?;
+        requests::set_version(dest, request.id, &done.version).await?;
+        return Ok(serde_json::json!({
+            "version": done.version,
+            "path": "refresh",
+            "where": scope,
+            "snapshot_lsn": done.snapshot_lsn.to_string(),
+            "rows": done.rows,
+            "tombstoned": done.tombstoned,
+        }));
+    }
     let target = match &request.version {
         Some(v) => configured.with_version(v),
         None => {

@@ -42,6 +42,8 @@ pub struct Snapshot {
     pub name: String,
     /// Its consistent point: every copied row is versioned `(lsn, 0)`.
     pub lsn: Lsn,
+    /// Only the rows matching this condition (a scoped refresh), if set.
+    pub scope: Option<String>,
 }
 
 /// What the reader found once it held the snapshot and the lock.
@@ -91,6 +93,7 @@ impl CopySource {
             snapshot_session,
             plan.source.oid,
             snapshot.name.clone(),
+            snapshot.scope.clone(),
             after.clone(),
             pace.chunk_rows,
             opened_tx,
@@ -190,6 +193,7 @@ async fn read_chunks(
     mut client: Client,
     relid: u32,
     snapshot: String,
+    scope: Option<String>,
     after: Option<Vec<String>>,
     chunk_rows: u32,
     opened: oneshot::Sender<Result<Opened>>,
@@ -256,6 +260,7 @@ async fn read_chunks(
     let mut cursor = after;
     loop {
         let chunk = KeysetChunk::new(&table, cursor.as_deref(), chunk_rows)
+            .within(scope.as_deref())
             .read(&tx)
             .await
             .map_err(Error::from);

@@ -33,7 +33,9 @@ pub async fn require(client: &impl GenericClient) -> Result<()> {
     let row = client
         .query_one(
             "SELECT to_regclass('walfill.versions') IS NOT NULL,
-                    to_regclass('walfill.dead_letters') IS NOT NULL",
+                    EXISTS (SELECT FROM pg_attribute
+                             WHERE attrelid = to_regclass('walfill.requests')
+                               AND attname = 'scope' AND NOT attisdropped)",
             &[],
         )
         .await

@@ -29,8 +29,12 @@ pub struct Request {
     pub target: String,
     /// Where it came from: cli, sql, http, schedule, config, recovery.
     pub origin: String,
-    /// The version it builds (decided when first claimed).
+    /// The version it builds (decided when first claimed); for a scoped
+    /// refresh, the version it refreshed.
     pub version: Option<String>,
+    /// A scoped refresh's condition on the source rows (`--where`); none:
+    /// a rebuild from empty into a new version.
+    pub scope: Option<String>,
     /// A schedule's due time.
     pub due_at: Option<String>,
     /// queued, running, done, failed or cancelled.
@@ -58,7 +62,7 @@ pub struct Request {
 const COLUMNS: &str = "id, target, origin, version, due_at::text, state, requested_by, \
      created_at::text, started_at::text, finished_at::text, worker, attempts, \
      CASE WHEN state = 'queued' AND next_attempt_at > now() THEN next_attempt_at::text END, \
-     last_error, outcome";
+     last_error, outcome, scope";
 
 fn from_row(r: &tokio_postgres::Row) -> Request {
     Request {
@@ -77,6 +81,7 @@ fn from_row(r: &tokio_postgres::Row) -> Request {
         next_attempt_at: r.get(12),
         last_error: r.get(13),
         outcome: r.get(14),
+        scope: r.get(15),
     }
 }
 
@@ -88,12 +93,24 @@ pub async fn enqueue(
     origin: &str,
     version: Option<&str>,
 ) -> Result<i64> {
+    enqueue_scoped(client, target, origin, version, None).await
+}
+
+/// [`enqueue`], for a scoped refresh of the rows matching `scope` when it is
+/// set.
+pub async fn enqueue_scoped(
+    client: &impl GenericClient,
+    target: &str,
+    origin: &str,
+    version: Option<&str>,
+    scope: Option<&str>,
+) -> Result<i64> {
     let row = client
         .query_one(
-            "WITH r AS (INSERT INTO walfill.requests (target, origin, version)
-                        VALUES ($1, $2, $3) RETURNING id)
+            "WITH r AS (INSERT INTO walfill.requests (target, origin, version, scope)
+                        VALUES ($1, $2, $3, $4) RETURNING id)
              SELECT r.id FROM r, LATERAL pg_notify('walfill', 'request ' || r.id) n",
-            &[&target, &origin, &version],
+            &[&target, &origin, &version, &scope],
         )
         .await
         .map_err(|e| Error::destination("recording the request", e))?;

@@ -163,7 +163,11 @@ CREATE TABLE IF NOT EXISTS walfill.configured (
 
 -- Requests a backfill of `target` from SQL; returns the request's id. The
 -- running service is woken at once.
-CREATE OR REPLACE FUNCTION walfill.request_backfill(target text)
+-- A request with a scope (`scope`: a condition on the source's columns)
+-- refreshes the matching rows in the published version instead.
+ALTER TABLE walfill.requests ADD COLUMN IF NOT EXISTS scope text;
+DROP FUNCTION IF EXISTS walfill.request_backfill(text);
+CREATE OR REPLACE FUNCTION walfill.request_backfill(target text, scope text DEFAULT NULL)
 RETURNS bigint LANGUAGE plpgsql AS $fn$
 DECLARE
     id bigint;
@@ -174,7 +178,8 @@ BEGIN
             USING HINT = 'the configured targets are: ' ||
                 (SELECT string_agg(c.target, ', ' ORDER BY c.target) FROM walfill.configured c);
     END IF;
-    INSERT INTO walfill.requests (target, origin) VALUES (request_backfill.target, 'sql')
+    INSERT INTO walfill.requests (target, origin, scope)
+        VALUES (request_backfill.target, 'sql', request_backfill.scope)
         RETURNING requests.id INTO id;
     PERFORM pg_notify('walfill', 'request ' || id);
     RETURN id;

@@ -354,6 +354,42 @@ impl VersionState {
     pub fn label(&self) -> String {
         format!("{}/{}", self.target, self.version)
     }
+
+    /// Waits until `target`'s `version` has applied its stream up to `lsn`
+    /// (followed by `walfill serve` or `walfill sync`, maybe in another
+    /// process), for at most `wait`; `needed_for` names the command that
+    /// waits, for the error.
+    pub async fn wait_applied(
+        dest: &impl GenericClient,
+        target: &str,
+        version: &str,
+        lsn: Lsn,
+        wait: std::time::Duration,
+        needed_for: &str,
+        cancel: &tokio_util::sync::CancellationToken,
+    ) -> Result<()> {
+        let started = std::time::Instant::now();
+        loop {
+            let applied = VersionState::load(dest, target, version)
+                .await?
+                .and_then(|v| v.applied_lsn);
+            if applied.is_some_and(|a| a >= lsn) {
+                return Ok(());
+            }
+            if started.elapsed() > wait {
+                return Err(Error::Request(format!(
+                    "version {version} of {target} has applied the stream up to {} and                      {needed_for} needs {lsn}; keep it followed (`walfill serve` or `walfill                      sync`) while {needed_for} runs",
+                    applied
+                        .map(|a| a.to_string())
+                        .unwrap_or_else(|| "nothing".into())
+                )));
+            }
+            tokio::select! {
+                _ = cancel.cancelled() => return Err(Error::Interrupted),
+                _ = tokio::time::sleep(std::time::Duration::from_millis(200)) => {}
+            }
+        }
+    }
 }
 
 /// What [`VersionState::create`] records.
