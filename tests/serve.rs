@@ -112,7 +112,11 @@ fn a_version_change_and_sighup_build_and_swap_the_new_version() {
     let (db, walfill) = built_v1("sv_hup", 5_000, "");
     let serve = serve_section("");
     walfill.configure(&db, &format!("{serve}\n{}", orders_target("v1")));
-    let mut service = Service::start(&walfill, false, &[]);
+    let mut service = Service::start(
+        &walfill,
+        false,
+        &[("RUST_LOG", "info,walfill::apply=debug")],
+    );
     let writer = Writer::start(&db, 5_000, 1_000_000, 12);
     std::thread::sleep(Duration::from_secs(2));
     assert_eq!(
@@ -132,7 +136,14 @@ fn a_version_change_and_sighup_build_and_swap_the_new_version() {
         "v2 to be built and swapped in",
         &[&service],
     );
-    assert!(service.log().contains("configuration reloaded"));
+    let log = service.log();
+    assert!(log.contains("configuration reloaded"));
+    // Spans: the job's, and one per chunk stored inside it.
+    assert!(
+        log.lines()
+            .any(|l| l.contains("job{request=") && l.contains("batch{of=copy n=1")),
+        "{log}"
+    );
     assert_eq!(
         db.value("SELECT phase FROM walfill.versions WHERE version = 'v1'")
             .as_deref(),
@@ -392,11 +403,25 @@ fn metrics_parse_as_prometheus_text_and_health_flips_on_repeated_failures() {
                   schema = \"derived\"\n";
     walfill.configure(
         &db,
-        &format!("{}\n{}", serve_section(""), orders_target("v1")),
+        &format!(
+            "[archive]\nurl = \"{}\"\n\n{}\n{}",
+            archive_url(),
+            serve_section(""),
+            orders_target("v1")
+        ),
     );
     let mut service = Service::start(&walfill, true, &[]);
     let (code, body) = service.get("/health");
     assert_eq!(code, 200, "{body}");
+    // A change applied by the live stream gives the apply lag in seconds.
+    db.exec("UPDATE orders SET note = 'lag' WHERE id = 1; SELECT pg_switch_wal()");
+    wait_for(
+        &db,
+        "SELECT apply_lag_seconds IS NOT NULL FROM walfill.versions WHERE version = 'v1'",
+        Duration::from_secs(60),
+        "the stream to apply a change",
+        &[&service],
+    );
 
     let (code, text) = service.get("/metrics");
     assert_eq!(code, 200, "{text}");
@@ -423,6 +448,11 @@ fn metrics_parse_as_prometheus_text_and_health_flips_on_repeated_failures() {
         Some(rows)
     );
     assert!(sample("walfill_apply_lag_bytes", Some(("version", "v1"))).is_some());
+    let lag = sample("walfill_apply_lag_seconds", Some(("version", "v1"))).unwrap();
+    assert!((0.0..60.0).contains(&lag), "{lag}");
+    // The archive has segments (the test cluster archives every one).
+    let age = sample("walfill_archive_last_segment_age_seconds", None).unwrap();
+    assert!((0.0..3600.0).contains(&age), "{age}");
     assert!(sample("walfill_events_total", Some(("kind", "swap"))).unwrap_or(0.0) >= 1.0);
     assert_eq!(
         sample("walfill_backfills", Some(("state", "failed"))),

@@ -41,6 +41,9 @@ pub enum StreamEvent {
         xid: u32,
         /// LSN of its commit record: the version of its changes.
         commit_lsn: Lsn,
+        /// When it committed on the source: microseconds since
+        /// 2000-01-01 00:00 UTC, PostgreSQL's epoch.
+        committed_at: i64,
     },
     /// One change of the open transaction, in order.
     Change(RowChange),
@@ -216,11 +219,16 @@ impl LiveStream {
             .parse_wal_message_bytes(payload)
             .map_err(|e| SnapshotError::replication("decoding a pgoutput message", e))?;
         let change = match parsed.message {
-            LogicalReplicationMessage::Begin { final_lsn, xid, .. } => {
+            LogicalReplicationMessage::Begin {
+                final_lsn,
+                xid,
+                timestamp,
+            } => {
                 self.open = Some(Lsn(final_lsn));
                 return Ok(Some(StreamEvent::Begin {
                     xid,
                     commit_lsn: Lsn(final_lsn),
+                    committed_at: timestamp,
                 }));
             }
             LogicalReplicationMessage::Commit {

@@ -93,6 +93,9 @@ pub enum Cursor {
         /// The stream's description of the table as of `end`, when a schema
         /// change moved it since the last cursor.
         description: Option<StreamDesc>,
+        /// When the batch's last transaction committed on the source
+        /// (microseconds since 2000-01-01 UTC), if it has one.
+        committed_at: Option<i64>,
     },
 }
 

@@ -3,6 +3,7 @@
 
 use tokio_postgres::Client;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use super::batch::HistorySource;
 use super::store::Store;
@@ -48,6 +49,14 @@ pub async fn run<S: HistorySource>(
         let Some(mut batch) = source.next().await? else {
             return Ok(applied);
         };
+        // One span per destination transaction: a chunk of a copy, a
+        // batch of replayed or streamed transactions.
+        let span = tracing::debug_span!(
+            "batch",
+            of = %failpoint_prefix,
+            n = applied.commits + 1,
+            changes = tracing::field::Empty
+        );
         let tx = dest
             .transaction()
             .await
@@ -56,7 +65,10 @@ pub async fn run<S: HistorySource>(
         // Pieces of one source transaction go into this one destination
         // transaction, which commits with the batch that carries a cursor.
         let cursor = loop {
-            let stored = store.store(&tx, &mut batch, truncated).await?;
+            let stored = store
+                .store(&tx, &mut batch, truncated)
+                .instrument(span.clone())
+                .await?;
             applied.unfilled += stored.unfilled;
             changes += batch.changes;
             truncated = truncated.max(batch.truncate);
@@ -70,11 +82,17 @@ pub async fn run<S: HistorySource>(
                 None => return Ok(applied),
             };
         };
-        state.record_batch(&tx, &cursor, changes, truncated).await?;
+        span.record("changes", changes);
+        state
+            .record_batch(&tx, &cursor, changes, truncated)
+            .instrument(span.clone())
+            .await?;
         failpoint::hit(&format!("{failpoint_prefix}.before_commit"));
         tx.commit()
+            .instrument(span.clone())
             .await
             .map_err(|e| Error::destination("committing a batch", e))?;
+        tracing::debug!(parent: &span, "stored");
         applied.commits += 1;
         applied.changes += changes;
         failpoint::hit(&format!("{failpoint_prefix}.batch"));

@@ -1,7 +1,10 @@
 //! The configured archive as found: its URL and the layout it is read in,
 //! for `walfill plan` and `walfill status`.
 
+use std::time::SystemTime;
+
 use serde::Serialize;
+use walfill_core::Lsn;
 
 use super::Config;
 
@@ -18,6 +21,10 @@ pub struct ArchiveFound {
     pub detected: bool,
     /// Why the layout could not be told.
     pub problem: Option<String>,
+    /// The complete segment written last (see [`ArchiveFound::read_last_segment`]).
+    pub last_segment: Option<String>,
+    /// How long ago it was written, in seconds.
+    pub last_segment_age_seconds: Option<u64>,
 }
 
 impl ArchiveFound {
@@ -38,11 +45,56 @@ impl ArchiveFound {
             layout,
             detected,
             problem,
+            last_segment: None,
+            last_segment_age_seconds: None,
         })
     }
 
-    /// `file:///srv/wal (layout flat, detected)`, for a line of output.
+    /// Finds the complete segment written last, and its age: how far
+    /// archiving is behind. Lists from 1 GiB of WAL before `near` (the
+    /// source's position, when known), or the whole archive when nothing
+    /// is there.
+    pub async fn read_last_segment(&mut self, config: &Config, near: Option<Lsn>) {
+        let Ok(archive) = config.open_archive(&self.url) else {
+            return;
+        };
+        let from = near.map(|n| Lsn(n.0.saturating_sub(1 << 30)));
+        let mut listed = match from {
+            Some(from) => archive.segments_from(from, None).await.ok(),
+            None => None,
+        };
+        if listed.as_ref().is_none_or(|l| l.segments.is_empty()) {
+            listed = archive.segments(None).await.ok();
+        }
+        let newest = listed.and_then(|l| {
+            let size = u64::from(l.segment_size);
+            l.segments
+                .into_iter()
+                .filter(|s| !s.partial)
+                .max_by_key(|s| s.modified)
+                .map(|s| (s.name.file_name(size), s.modified))
+        });
+        if let Some((name, modified)) = newest {
+            self.last_segment = Some(name);
+            self.last_segment_age_seconds = Some(
+                SystemTime::now()
+                    .duration_since(modified)
+                    .map_or(0, |d| d.as_secs()),
+            );
+        }
+    }
+
+    /// `file:///srv/wal (layout flat, detected)`, for a line of output,
+    /// with the last segment when it was read.
     pub fn describe(&self) -> String {
+        let found = self.describe_layout();
+        match (&self.last_segment, self.last_segment_age_seconds) {
+            (Some(name), Some(age)) => format!("{found}; last segment {name}, written {age} s ago"),
+            _ => found,
+        }
+    }
+
+    fn describe_layout(&self) -> String {
         match (&self.layout, &self.problem) {
             (Some(layout), _) => {
                 let how = if self.detected {

@@ -190,6 +190,22 @@ pub(super) async fn render(report: &Report, dest: &Client, leader: bool) -> Resu
     }
     let mut f = Family::new(
         &mut out,
+        "apply_lag_seconds",
+        "gauge",
+        "Seconds between a source commit and its apply to a version, as of the last batch of \
+         its live stream (stays at its last value while the source is idle).",
+    );
+    for v in &report.versions {
+        if let Some(lag) = v.apply_lag_seconds {
+            f.sample(
+                "apply_lag_seconds",
+                &[("target", &v.target), ("version", &v.version)],
+                lag,
+            );
+        }
+    }
+    let mut f = Family::new(
+        &mut out,
         "changes_applied",
         "gauge",
         "Changes of the live stream applied to a version.",
@@ -213,6 +229,19 @@ pub(super) async fn render(report: &Report, dest: &Client, leader: bool) -> Resu
             &[("slot", &s.name), ("kind", &s.kind)],
             s.retained_bytes as f64,
         );
+    }
+    if let Some(age) = report
+        .archive
+        .as_ref()
+        .and_then(|a| a.last_segment_age_seconds)
+    {
+        let mut f = Family::new(
+            &mut out,
+            "archive_last_segment_age_seconds",
+            "gauge",
+            "Seconds since the newest complete WAL segment was written to the archive.",
+        );
+        f.sample("archive_last_segment_age_seconds", &[], age as f64);
     }
     let mut f = Family::new(
         &mut out,

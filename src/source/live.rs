@@ -71,6 +71,8 @@ pub struct LiveSource {
     /// The position of the last cursor handed out.
     recorded: Lsn,
     oldest: Option<Instant>,
+    /// When the last transaction taken since the last cursor committed.
+    committed_at: Option<i64>,
     done: bool,
 }
 
@@ -118,6 +120,7 @@ impl LiveSource {
             position: from,
             recorded: from,
             oldest: None,
+            committed_at: None,
             done: false,
         })
     }
@@ -144,6 +147,7 @@ impl LiveSource {
             Cursor::Streamed {
                 end,
                 description: std::mem::take(&mut self.desc_moved).then(|| self.desc.clone()),
+                committed_at: self.committed_at.take(),
             }
         });
         Batch {
@@ -334,10 +338,17 @@ impl HistorySource for LiveSource {
             // `next` returns within IDLE when nothing arrives, so a stop
             // request is seen soon.
             match self.stream.next(IDLE).await? {
-                StreamEvent::Begin { commit_lsn, .. } => {
+                StreamEvent::Begin {
+                    commit_lsn,
+                    committed_at,
+                    ..
+                } => {
                     // A transaction the stream sends again (it resumes at the
                     // last confirmed position) was stored before.
                     let stored = commit_lsn < self.recorded;
+                    if !stored {
+                        self.committed_at = Some(committed_at);
+                    }
                     self.versions.begin(commit_lsn);
                     self.open = Some((commit_lsn, stored));
                     self.oldest.get_or_insert_with(Instant::now);

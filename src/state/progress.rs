@@ -96,14 +96,24 @@ impl VersionState {
                 )
                 .await
             }
-            Cursor::Streamed { end, description } => {
+            Cursor::Streamed {
+                end,
+                description,
+                committed_at,
+            } => {
                 let desc = description
                     .as_ref()
                     .map(serde_json::to_value)
                     .transpose()
                     .map_err(|e| Error::Internal(format!("describing the stream: {e}")))?;
                 tx.execute(
-                    &sql("applied_lsn = $7, stream_desc = coalesce($8, stream_desc)"),
+                    &sql(
+                        "applied_lsn = $7, stream_desc = coalesce($8, stream_desc),
+                         apply_lag_seconds = coalesce(
+                             extract(epoch FROM clock_timestamp()
+                                 - (timestamptz '2000-01-01 00:00 UTC' + $9::bigint * interval '1 microsecond')),
+                             apply_lag_seconds)",
+                    ),
                     &[
                         key.0,
                         key.1,
@@ -113,6 +123,7 @@ impl VersionState {
                         &truncated_seq,
                         end,
                         &desc,
+                        committed_at,
                     ],
                 )
                 .await
@@ -153,7 +164,9 @@ impl VersionState {
                 self.rows_copied += rows;
                 self.copy_rate = *rate;
             }
-            Cursor::Streamed { end, description } => {
+            Cursor::Streamed {
+                end, description, ..
+            } => {
                 self.applied_lsn = Some(*end);
                 if description.is_some() {
                     self.stream_desc = description.clone();

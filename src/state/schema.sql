@@ -205,5 +205,9 @@ CREATE TABLE IF NOT EXISTS walfill.dead_letters (
     PRIMARY KEY (target, version, key)
 );
 
+-- Seconds between a source commit and its apply to the version, as of the
+-- last batch of the live stream applied.
+ALTER TABLE walfill.versions ADD COLUMN IF NOT EXISTS apply_lag_seconds double precision;
+
 -- Why the throttle holds the version's fill now, if it does.
 ALTER TABLE walfill.versions ADD COLUMN IF NOT EXISTS throttled text;

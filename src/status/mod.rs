@@ -66,6 +66,9 @@ pub struct VersionStatus {
     pub throttled: Option<String>,
     /// Rows set aside because their transform failed (`walfill dead-letters`).
     pub dead_letters: i64,
+    /// Seconds between a source commit and its apply, as of the last batch
+    /// of the live stream applied.
+    pub apply_lag_seconds: Option<f64>,
 }
 
 /// What `status --json` prints.
@@ -135,19 +138,31 @@ pub async fn report(config: &Config) -> Result<Report> {
             versions.push(unbuilt(&target.name, &target.version));
         }
     }
-    let (slots, warnings) = match db::connect(&config.source, Role::Source).await {
-        Ok(source) => read_slots(config, &source, &mut versions).await,
+    let (slots, warnings, near) = match db::connect(&config.source, Role::Source).await {
+        Ok(source) => {
+            let (slots, warnings) = read_slots(config, &source, &mut versions).await;
+            (
+                slots,
+                warnings,
+                crate::job::current_wal_lsn(&source).await.ok(),
+            )
+        }
         Err(e) => {
             tracing::warn!(error = %e.describe(), "cannot read the slots from the source");
-            (Vec::new(), Vec::new())
+            (Vec::new(), Vec::new(), None)
         }
     };
+    let mut archive = ArchiveFound::find(config).await;
+    if let Some(found) = archive.as_mut() {
+        found.read_last_segment(config, near).await;
+    }
     let extra = dest
         .query(
             "SELECT v.target, v.version,
                     CASE WHEN v.phase IN ('copying', 'replaying') THEN v.throttled END,
                     (SELECT count(*) FROM walfill.dead_letters d
-                      WHERE d.target = v.target AND d.version = v.version)
+                      WHERE d.target = v.target AND d.version = v.version),
+                    v.apply_lag_seconds
                FROM walfill.versions v",
             &[],
         )
@@ -161,6 +176,7 @@ pub async fn report(config: &Config) -> Result<Report> {
         {
             v.throttled = row.get(2);
             v.dead_letters = row.get(3);
+            v.apply_lag_seconds = row.get(4);
         }
     }
     let serving = dest
@@ -181,7 +197,7 @@ pub async fn report(config: &Config) -> Result<Report> {
         versions,
         slots,
         warnings,
-        archive: ArchiveFound::find(config).await,
+        archive,
         requests,
         paused,
         workers,
@@ -273,6 +289,7 @@ fn describe(v: VersionState, holder: Option<i32>) -> VersionStatus {
         lost: v.lost,
         throttled: None,
         dead_letters: 0,
+        apply_lag_seconds: None,
         slot: v.slot_name,
         target: v.target,
         version: v.version,
@@ -308,6 +325,7 @@ fn unbuilt(target: &str, version: &str) -> VersionStatus {
         lost: None,
         throttled: None,
         dead_letters: 0,
+        apply_lag_seconds: None,
     }
 }
 
