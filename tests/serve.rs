@@ -323,6 +323,13 @@ fn pause_holds_within_a_second_and_resume_continues() {
     assert_eq!(request["state"], "queued", "{status}");
     let held: i64 = held.parse().unwrap();
     assert!(held < 20_000, "paused before the end ({held} rows)");
+    // A fresh copy loads its table without the key index, and builds it at
+    // the end (after the resumed copy here).
+    let has_key = format!(
+        "SELECT count(*)::text FROM pg_constraint
+          WHERE conrelid = 'derived.orders_summary__{version}'::regclass AND contype = 'p'"
+    );
+    assert_eq!(db.value(&has_key).as_deref(), Some("0"));
 
     walfill.ok(&["resume", "orders_summary"]);
     wait_for(
@@ -333,6 +340,7 @@ fn pause_holds_within_a_second_and_resume_continues() {
         &[&service],
     );
     assert_eq!(active_version(&db).as_deref(), Some(version.as_str()));
+    assert_eq!(db.value(&has_key).as_deref(), Some("1"));
     wait_view_matches(
         &db,
         VIEW,

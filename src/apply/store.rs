@@ -28,6 +28,9 @@ pub struct Store {
     /// Whether another process writes the version's table meanwhile (its
     /// live stream, during a scoped refresh).
     shared: bool,
+    /// Whether the table is being loaded by a snapshot copy alone, without
+    /// its key index.
+    loading: bool,
 }
 
 /// What storing a batch did.
@@ -45,6 +48,17 @@ impl Store {
             dead: super::dead::Guard::new(&plan),
             plan,
             shared: false,
+            loading: false,
+        }
+    }
+
+    /// A store for a fresh version's snapshot copy, which alone writes the
+    /// table, in disjoint key ranges, before its key index is built: every
+    /// chunk is plain inserts.
+    pub fn loading(plan: Plan) -> Store {
+        Store {
+            loading: true,
+            ..Store::new(plan)
         }
     }
 
@@ -132,15 +146,16 @@ impl Store {
         // version: if no stored key follows the chunk's start, no row of
         // the chunk can conflict, and plain inserts are enough.
         let predicate = after.map(|a| self.plan.keys_after(a));
-        let stored = self.shared
-            || dest
-                .query_opt(
-                    self.plan.stored_keys_sql(predicate.as_deref()).as_str(),
-                    &[],
-                )
-                .await
-                .map_err(|e| Error::destination("probing the version's table", e))?
-                .is_some();
+        let stored = !self.loading
+            && (self.shared
+                || dest
+                    .query_opt(
+                        self.plan.stored_keys_sql(predicate.as_deref()).as_str(),
+                        &[],
+                    )
+                    .await
+                    .map_err(|e| Error::destination("probing the version's table", e))?
+                    .is_some());
         let statements = self.plan.chunk_sql(version.commit_lsn, !stored);
         let with_params: Vec<(&str, &[&(dyn tokio_postgres::types::ToSql + Sync)])> =
             statements.iter().map(|s| (s.as_str(), &[][..])).collect();

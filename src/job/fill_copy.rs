@@ -101,25 +101,28 @@ pub(super) async fn fill_copy(
         (copy, false)
     };
     failpoint::hit("copy.start");
+    // A fresh table is loaded without its key (see `key_index`); a table
+    // that already holds rows (a resumed copy that loaded with its key)
+    // keeps it.
+    let loading = state.rows_copied == 0 && super::key_index::drop_for_load(dest, plan).await?
+        || super::key_index::primary_key(dest, plan).await?.is_none();
+    let store = if loading {
+        Store::loading(plan.clone())
+    } else {
+        Store::new(plan.clone())
+    };
     let mut copy = copy;
     let (target, version) = (state.target.clone(), state.version.clone());
     let mut throttled =
         super::throttle::Throttled::new(&mut copy, cx.config, &target, &version, &slot, cx.cancel);
-    run(
-        dest,
-        &Store::new(plan.clone()),
-        state,
-        &mut throttled,
-        cx.cancel,
-        "copy",
-    )
-    .await?;
+    run(dest, &store, state, &mut throttled, cx.cancel, "copy").await?;
     let (_session, base_writer) = copy.finish().await?;
     if let (true, Some(writer)) = (base, base_writer) {
         if let Err(e) = writer.finish().await {
             tracing::warn!(error = %e.describe(), "the base snapshot could not be completed");
         }
     }
+    super::key_index::build(dest, plan).await?;
     failpoint::hit("copy.end");
     state.finish_fill(dest, None).await?;
     Ok(stream_conn)

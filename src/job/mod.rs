@@ -8,6 +8,7 @@ mod base;
 mod fill_copy;
 mod fill_replay;
 mod follow;
+mod key_index;
 mod path;
 mod refresh;
 mod source;
