@@ -239,3 +239,56 @@ fn a_terminal_gets_a_progress_bar() {
     );
     assert!(drawn.contains('\u{1b}'), "a terminal gets colour:\n{drawn}");
 }
+
+/// Two deployments in one cluster (state in different databases) with the
+/// same target and version names: each one's status shows only its own
+/// workers (advisory locks are per database).
+#[test]
+fn status_names_only_workers_of_its_own_database() {
+    let settings = "[backfill]\nchunk_rows = 500\nmax_rows_per_second = 1000\n";
+    let deployments: Vec<(TestDb, Walfill)> = ["op_own_a", "op_own_b"]
+        .iter()
+        .map(|tag| {
+            let db = TestDb::new(tag);
+            db.exec(
+                "CREATE TABLE t (id int PRIMARY KEY, v text);
+                 INSERT INTO t SELECT g, 'v' || g FROM generate_series(1, 8000) g;",
+            );
+            let walfill = Walfill::new(&db, &format!("{settings}\n{}", target("tv", "v1")));
+            walfill.ok(&["setup"]);
+            (db, walfill)
+        })
+        .collect();
+    let (db_a, walfill_a) = &deployments[0];
+    let (db_b, walfill_b) = &deployments[1];
+    // B's version is recorded and idle; A's is being copied.
+    let idle = walfill_b.spawn(&["backfill", "tv"]);
+    db_b.wait_for(
+        "SELECT coalesce((SELECT rows_copied > 0 FROM walfill.versions
+                           WHERE version = 'v1'), false)",
+        Duration::from_secs(60),
+        "B's copy to start",
+    );
+    let mut idle = idle;
+    idle.kill().expect("kill B's backfill");
+    idle.wait().expect("reap B's backfill");
+    let mut run = walfill_a.spawn(&["backfill", "tv"]);
+    db_a.wait_for(
+        "SELECT coalesce((SELECT rows_copied > 0 FROM walfill.versions
+                           WHERE version = 'v1'), false)",
+        Duration::from_secs(60),
+        "A's copy to start",
+    );
+    assert!(
+        version(&status(walfill_a), "tv", "v1")["held_by_pid"].is_i64(),
+        "A's status shows its worker"
+    );
+    let b = status(walfill_b);
+    let v1 = version(&b, "tv", "v1");
+    assert!(
+        v1["held_by_pid"].is_null(),
+        "B's status shows A's worker: {v1:#}"
+    );
+    run.kill().expect("kill A's backfill");
+    run.wait().expect("reap A's backfill");
+}

@@ -104,6 +104,8 @@ pub async fn holder_of(client: &Client, name: &str) -> Result<Option<(i32, Strin
                         a.application_name, extract(epoch FROM now() - a.state_change)::float8
                    FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
                   WHERE l.locktype = 'advisory' AND l.granted
+                    AND l.database = (SELECT oid FROM pg_database
+                                       WHERE datname = current_database())
                     AND l.classid = (({k}) >> 32)::int::oid
                     AND l.objid = ({k} & 4294967295)::bigint::oid
                     AND l.objsubid = 1
