@@ -126,3 +126,70 @@ fn kill_mid_copy_and_mid_stream_then_rerun() {
         .unwrap();
     assert_eq!(events, "2", "both resumes are recorded");
 }
+
+/// An identity transform's chunks go straight into the version's table (no
+/// work table, no key index until the copy ends), their version from the
+/// table's defaults: killed mid-copy and resumed with a newer snapshot, the
+/// rows of each run carry that run's snapshot, the defaults are gone
+/// afterwards, and the view is exact.
+#[test]
+fn an_identity_copy_killed_and_resumed_versions_each_run_by_its_snapshot() {
+    let db = TestDb::new("resume_identity");
+    create_orders(&db, 20_000);
+    let select = "id, customer_id, status, total_cents, note";
+    let settings = "[backfill]\nchunk_rows = 500\nmax_rows_per_second = 20000\n";
+    let target = orders_target("v1")
+        .replace(ORDERS_SELECT, select)
+        .replace(&format!("where = \"{ORDERS_WHERE}\"\n"), "");
+    let walfill = Walfill::new(&db, &format!("{settings}\n{target}"));
+    walfill.ok(&["setup"]);
+
+    let writer = Writer::start(&db, 20_000, 1_000_000, 23);
+    let mut run = walfill.spawn(&["backfill", "orders_summary", "--no-swap"]);
+    db.wait_for(
+        "SELECT rows_copied >= 4000 FROM walfill.versions",
+        Duration::from_secs(60),
+        "the copy to pass 4000 rows",
+    );
+    kill9(&mut run);
+    let has_key = "SELECT count(*)::text FROM pg_constraint
+                    WHERE conrelid = 'derived.orders_summary__v1'::regclass AND contype = 'p'";
+    assert_eq!(
+        db.value(has_key).as_deref(),
+        Some("0"),
+        "loaded without its key"
+    );
+    let run = walfill.spawn(&["backfill", "orders_summary", "--no-swap"]);
+    db.wait_for(
+        "SELECT phase <> 'copying' FROM walfill.versions",
+        Duration::from_secs(120),
+        "the resumed copy to finish",
+    );
+    writer.stop();
+    walfill.wait_ok(run, Duration::from_secs(120));
+
+    assert_eq!(db.value(has_key).as_deref(), Some("1"), "the key is built");
+    let defaults = db
+        .value(
+            "SELECT count(*)::text FROM pg_attrdef d
+               JOIN pg_attribute a ON a.attrelid = d.adrelid AND a.attnum = d.adnum
+              WHERE d.adrelid = 'derived.orders_summary__v1'::regclass
+                AND a.attname IN ('_walfill_lsn', '_walfill_seq')",
+        )
+        .unwrap();
+    assert_eq!(defaults, "0", "the load's defaults are removed");
+    // Copied rows not changed since carry the first run's boundary or the
+    // resumed run's snapshot, nothing else at sequence 0 before the latter.
+    let versions = db
+        .value(
+            "SELECT count(DISTINCT s._walfill_lsn)::text FROM derived.orders_summary__v1 s,
+                    walfill.versions v
+              WHERE s._walfill_seq = 0
+                AND s._walfill_lsn IN (v.boundary_lsn, v.copy_boundary_lsn)",
+        )
+        .unwrap();
+    assert_eq!(versions, "2", "rows of both runs, each at its snapshot");
+    walfill.ok(&["sync", "--once"]);
+    walfill.ok(&["swap", "orders_summary", "v1"]);
+    assert_view_matches(&db, "derived.orders_summary", "orders", select, None, "id");
+}

@@ -31,6 +31,10 @@ pub struct Store {
     /// Whether the table is being loaded by a snapshot copy alone, without
     /// its key index.
     loading: bool,
+    /// For such a load of an identity transform: the version the table's
+    /// bookkeeping columns default to, so chunks of that version are
+    /// copied straight in.
+    direct: Option<Version>,
 }
 
 /// What storing a batch did.
@@ -49,6 +53,7 @@ impl Store {
             plan,
             shared: false,
             loading: false,
+            direct: None,
         }
     }
 
@@ -59,6 +64,17 @@ impl Store {
         Store {
             loading: true,
             ..Store::new(plan)
+        }
+    }
+
+    /// [`Store::loading`] for an identity transform whose table's
+    /// bookkeeping columns default to `version` (see
+    /// [`Plan::load_defaults_sql`]): chunks of that version are copied
+    /// straight into the table.
+    pub fn loading_directly(plan: Plan, version: Version) -> Store {
+        Store {
+            direct: Some(version),
+            ..Store::loading(plan)
         }
     }
 
@@ -132,6 +148,14 @@ impl Store {
         after: Option<&[String]>,
     ) -> Result<()> {
         if data.read.rows == 0 {
+            return Ok(());
+        }
+        if self.direct == Some(version) {
+            let sink = dest
+                .copy_in::<_, Bytes>(&self.plan.direct_copy_sql())
+                .await
+                .map_err(|e| Error::destination("starting the chunk's COPY", e))?;
+            data.write_to(sink).await?;
             return Ok(());
         }
         let sink = dest

@@ -38,7 +38,7 @@ pub(super) async fn fill_copy(
     let snapshot_session = db::connect(&cx.config.source, Role::Source).await?;
     let fresh = state.phase != Phase::Copying;
     let mut stream_conn = None;
-    let (copy, base) = if fresh {
+    let (copy, base, at) = if fresh {
         if slot_exists(cx.source, &slot).await? {
             // Created by a run that died before recording it: unused.
             super::drop_slot(cx.source, &slot).await?;
@@ -70,7 +70,7 @@ pub(super) async fn fill_copy(
             )
             .await?;
         stream_conn = Some(boundary.connection);
-        (copy, true)
+        (copy, true, boundary.lsn)
     } else {
         // The snapshot died with the previous run: a temporary slot gives a
         // new one.
@@ -97,8 +97,9 @@ pub(super) async fn fill_copy(
         )
         .await?;
         // The temporary slot goes with its connection, after the copy.
+        let at = boundary.lsn;
         let _keep = boundary.connection;
-        (copy, false)
+        (copy, false, at)
     };
     failpoint::hit("copy.start");
     // A fresh table is loaded without its key (see `key_index`); a table
@@ -106,7 +107,13 @@ pub(super) async fn fill_copy(
     // keeps it.
     let loading = state.rows_copied == 0 && super::key_index::drop_for_load(dest, plan).await?
         || super::key_index::primary_key(dest, plan).await?.is_none();
-    let store = if loading {
+    let direct = loading && plan.is_identity();
+    let store = if direct {
+        // Rows go straight into the table; its bookkeeping columns take
+        // the snapshot's version by default meanwhile.
+        set_defaults(dest, plan, Some(at)).await?;
+        Store::loading_directly(plan.clone(), walfill_core::Version::snapshot(at))
+    } else if loading {
         Store::loading(plan.clone())
     } else {
         Store::new(plan.clone())
@@ -122,10 +129,19 @@ pub(super) async fn fill_copy(
             tracing::warn!(error = %e.describe(), "the base snapshot could not be completed");
         }
     }
+    if direct {
+        set_defaults(dest, plan, None).await?;
+    }
     super::key_index::build(dest, plan).await?;
     failpoint::hit("copy.end");
     state.finish_fill(dest, None).await?;
     Ok(stream_conn)
+}
+
+async fn set_defaults(dest: &Client, plan: &Plan, lsn: Option<walfill_core::Lsn>) -> Result<()> {
+    dest.batch_execute(&plan.load_defaults_sql(lsn))
+        .await
+        .map_err(|e| crate::error::Error::destination("setting the version table's defaults", e))
 }
 
 #[allow(clippy::too_many_arguments)]

@@ -315,6 +315,50 @@ impl Plan {
         statements
     }
 
+    /// Whether the version's rows are the source's rows as they are: the
+    /// select list gives every replicated column of the source under its
+    /// own name and type, in order, with no filter and no hidden column. A
+    /// snapshot chunk can then be copied into the version's table as it
+    /// is, with no transform to run.
+    pub fn is_identity(&self) -> bool {
+        self.def.filter.is_none()
+            && self.hidden.is_empty()
+            && self.outputs.len() == self.source.replicated_columns().count()
+            && self
+                .outputs
+                .iter()
+                .zip(self.source.replicated_columns())
+                .all(|(o, c)| o.name == c.name && o.sql_type == c.sql_type)
+    }
+
+    /// `COPY` of a chunk's rows straight into the version's table (see
+    /// [`Plan::is_identity`]); the bookkeeping columns take their
+    /// defaults, set by [`Plan::load_defaults_sql`].
+    pub fn direct_copy_sql(&self) -> String {
+        format!(
+            "COPY {} ({}) FROM STDIN",
+            self.staging_table(),
+            ident_list(self.outputs.iter().map(|o| o.name.as_str()))
+        )
+    }
+
+    /// Gives the bookkeeping columns the version `(lsn, 0)` of a copy's
+    /// snapshot as defaults (`None`: removes them).
+    pub fn load_defaults_sql(&self, lsn: Option<Lsn>) -> String {
+        let table = self.staging_table();
+        match lsn {
+            Some(lsn) => format!(
+                "ALTER TABLE {table} ALTER _walfill_lsn SET DEFAULT {}::pg_lsn, \
+                 ALTER _walfill_seq SET DEFAULT 0",
+                quote_literal(&lsn.to_string())
+            ),
+            None => format!(
+                "ALTER TABLE {table} ALTER _walfill_lsn DROP DEFAULT, \
+                 ALTER _walfill_seq DROP DEFAULT"
+            ),
+        }
+    }
+
     /// Statements that apply a batch of folded changes from the work table.
     pub fn batch_sql(&self) -> BatchSql {
         let table = self.staging_table();
