@@ -23,6 +23,7 @@ pub struct KeysetChunk<'a> {
     after: Option<&'a [String]>,
     limit: u32,
     scope: Option<&'a str>,
+    extra: &'a [String],
 }
 
 /// What a chunk read produced.
@@ -44,7 +45,16 @@ impl<'a> KeysetChunk<'a> {
             after,
             limit,
             scope: None,
+            extra: &[],
         }
+    }
+
+    /// The same chunk with the columns `extra` (of the table) sent again
+    /// after the replicated ones, for a destination table that keeps them
+    /// twice.
+    pub fn with_extra(mut self, extra: &'a [String]) -> Self {
+        self.extra = extra;
+        self
     }
 
     /// The same chunk of the rows matching `scope` only (a condition over
@@ -79,7 +89,12 @@ impl<'a> KeysetChunk<'a> {
 
     /// `COPY (SELECT ... WHERE (key) > (cursor) ORDER BY key LIMIT n) TO STDOUT`.
     pub fn copy_out_sql(&self) -> String {
-        let columns = ident_list(self.table.replicated_columns().map(|c| c.name.as_str()));
+        let columns = ident_list(
+            self.table
+                .replicated_columns()
+                .map(|c| c.name.as_str())
+                .chain(self.extra.iter().map(String::as_str)),
+        );
         let key = ident_list(self.table.key.iter().map(String::as_str));
         let mut sql = format!("SELECT {columns} FROM {}", self.table.quoted());
         let conditions: Vec<String> = self

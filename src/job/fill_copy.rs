@@ -37,8 +37,13 @@ pub(super) async fn fill_copy(
     };
     let snapshot_session = db::connect(&cx.config.source, Role::Source).await?;
     let fresh = state.phase != Phase::Copying;
+    // A fresh table is loaded without its key (see `key_index`); a table
+    // that already holds rows (a resumed copy that loaded with its key)
+    // keeps it.
+    let loading = fresh && super::key_index::drop_for_load(dest, plan).await?
+        || super::key_index::primary_key(dest, plan).await?.is_none();
     let mut stream_conn = None;
-    let (copy, base, at) = if fresh {
+    let (copy, base, at, direct) = if fresh {
         if slot_exists(cx.source, &slot).await? {
             // Created by a run that died before recording it: unused.
             super::drop_slot(cx.source, &slot).await?;
@@ -47,12 +52,16 @@ pub(super) async fn fill_copy(
         let boundary = Boundary::create(&url, &slot, false)?;
         failpoint::hit("copy.slot_created");
         let base = super::base::writer(cx.config, cx.source, plan, &slot, boundary.lsn).await;
+        // The base snapshot keeps the source's rows, so rows go straight
+        // into the table only without one.
+        let direct = loading && plan.is_identity() && base.is_none();
         let copy = open(
             cx,
             snapshot_session,
             plan,
             &boundary.snapshot,
             boundary.lsn,
+            direct,
             None,
             pace,
             state,
@@ -70,7 +79,7 @@ pub(super) async fn fill_copy(
             )
             .await?;
         stream_conn = Some(boundary.connection);
-        (copy, true, boundary.lsn)
+        (copy, true, boundary.lsn, direct)
     } else {
         // The snapshot died with the previous run: a temporary slot gives a
         // new one.
@@ -83,12 +92,14 @@ pub(super) async fn fill_copy(
                  backfill of this table will"
             );
         }
+        let direct = loading && plan.is_identity();
         let copy = open(
             cx,
             snapshot_session,
             plan,
             &boundary.snapshot,
             boundary.lsn,
+            direct,
             state.copy_cursor.clone(),
             pace,
             state,
@@ -99,15 +110,15 @@ pub(super) async fn fill_copy(
         // The temporary slot goes with its connection, after the copy.
         let at = boundary.lsn;
         let _keep = boundary.connection;
-        (copy, false, at)
+        (copy, false, at, direct)
     };
     failpoint::hit("copy.start");
-    // A fresh table is loaded without its key (see `key_index`); a table
-    // that already holds rows (a resumed copy that loaded with its key)
-    // keeps it.
-    let loading = state.rows_copied == 0 && super::key_index::drop_for_load(dest, plan).await?
-        || super::key_index::primary_key(dest, plan).await?.is_none();
-    let direct = loading && plan.is_identity();
+    tracing::info!(
+        table = %plan.staging_table(),
+        key_index = if loading { "built after the copy" } else { "kept" },
+        rows = if direct { "copied straight in (identity transform)" } else { "through the transform" },
+        "loading"
+    );
     let store = if direct {
         // Rows go straight into the table; its bookkeeping columns take
         // the snapshot's version by default meanwhile.
@@ -151,6 +162,7 @@ async fn open(
     plan: &Plan,
     snapshot: &str,
     lsn: walfill_core::Lsn,
+    direct: bool,
     after: Option<Vec<String>>,
     pace: Pace,
     state: &VersionState,
@@ -175,6 +187,7 @@ async fn open(
             name: snapshot.to_string(),
             lsn,
             scope: None,
+            with_hidden: direct,
         },
         after,
         pace,

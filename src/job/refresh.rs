@@ -97,6 +97,7 @@ pub async fn refresh(
             name: boundary.snapshot.clone(),
             lsn: at,
             scope: Some(scope.to_string()),
+            with_hidden: false,
         },
         None,
         Pace {

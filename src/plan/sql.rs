@@ -317,12 +317,11 @@ impl Plan {
 
     /// Whether the version's rows are the source's rows as they are: the
     /// select list gives every replicated column of the source under its
-    /// own name and type, in order, with no filter and no hidden column. A
-    /// snapshot chunk can then be copied into the version's table as it
-    /// is, with no transform to run.
+    /// own name and type, in order, with no filter. A snapshot chunk (with
+    /// the hidden columns' values sent again after the row's) can then be
+    /// copied into the version's table as it is, with no transform to run.
     pub fn is_identity(&self) -> bool {
         self.def.filter.is_none()
-            && self.hidden.is_empty()
             && self.outputs.len() == self.source.replicated_columns().count()
             && self
                 .outputs
@@ -338,7 +337,12 @@ impl Plan {
         format!(
             "COPY {} ({}) FROM STDIN",
             self.staging_table(),
-            ident_list(self.outputs.iter().map(|o| o.name.as_str()))
+            ident_list(
+                self.outputs
+                    .iter()
+                    .map(|o| o.name.as_str())
+                    .chain(self.hidden.iter().map(|h| h.column.as_str()))
+            )
         )
     }
 

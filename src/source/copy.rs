@@ -44,6 +44,9 @@ pub struct Snapshot {
     pub lsn: Lsn,
     /// Only the rows matching this condition (a scoped refresh), if set.
     pub scope: Option<String>,
+    /// Send the plan's hidden columns again after the row's own, in the
+    /// version table's column order (a load straight into it).
+    pub with_hidden: bool,
 }
 
 /// What the reader found once it held the snapshot and the lock.
@@ -107,7 +110,22 @@ impl CopySource {
         // Locked: the catalog cannot move until the copy ends.
         let now = SourceTable::describe_oid(catalog, plan.source.oid).await?;
         let table = copy_table(plan, &now)?;
-        if table_tx.send(table).is_err() {
+        let extra: Vec<String> = if snapshot.with_hidden {
+            plan.hidden
+                .iter()
+                .filter_map(|h| {
+                    let i = plan
+                        .source
+                        .columns
+                        .iter()
+                        .position(|c| c.name == h.source)?;
+                    Some(table.columns[i].name.clone())
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        if table_tx.send((table, extra)).is_err() {
             return Err(reader_failed(reader).await);
         }
         Ok(CopySource {
@@ -197,7 +215,7 @@ async fn read_chunks(
     after: Option<Vec<String>>,
     chunk_rows: u32,
     opened: oneshot::Sender<Result<Opened>>,
-    table: oneshot::Receiver<SourceTable>,
+    table: oneshot::Receiver<(SourceTable, Vec<String>)>,
     chunks: mpsc::Sender<Result<ChunkData>>,
 ) -> Result<Client> {
     let tx = client
@@ -254,13 +272,14 @@ async fn read_chunks(
     if failed {
         return Err(Error::Internal("the snapshot could not be opened".into()));
     }
-    let Ok(table) = table.await else {
+    let Ok((table, extra)) = table.await else {
         return Err(Error::Internal("the copy was abandoned".into()));
     };
     let mut cursor = after;
     loop {
         let chunk = KeysetChunk::new(&table, cursor.as_deref(), chunk_rows)
             .within(scope.as_deref())
+            .with_extra(&extra)
             .read(&tx)
             .await
             .map_err(Error::from);
