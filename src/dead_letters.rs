@@ -14,7 +14,7 @@ use serde::Serialize;
 use crate::config::Config;
 use crate::db::{self, Role};
 use crate::error::{Error, Result};
-use crate::plan::{self, WORK_TABLE};
+use crate::plan::WORK_TABLE;
 use crate::state::{self, VersionState};
 
 /// One dead letter.
@@ -121,14 +121,8 @@ async fn retry_all(
     target: &str,
     version: &str,
 ) -> Result<(u64, u64, u64)> {
-    let v = VersionState::load(&*dest, target, version)
-        .await?
-        .ok_or_else(|| Error::Request(format!("target {target} has no version {version}")))?;
-    let table = v
-        .source_desc
-        .clone()
-        .ok_or_else(|| Error::Internal("the version has no source description".into()))?;
-    let plan = plan::build(&*dest, &v.definition(), table).await?;
+    let v = VersionState::load_existing(&*dest, target, version).await?;
+    let plan = v.plan(&*dest).await?;
     let sql = plan.dead_letter_sql();
     let columns = plan.work_copy_columns();
     let load = format!(

@@ -29,9 +29,7 @@ pub async fn retire_version(config: &Config, target: &str, version: &str) -> Res
     let source = db::connect(&config.source, Role::Source).await?;
     let mut dest = db::connect(&config.destination, Role::Destination).await?;
     state::require(&dest).await?;
-    let v = VersionState::load(&dest, target, version)
-        .await?
-        .ok_or_else(|| Error::Request(format!("target {target} has no version {version}")))?;
+    let v = VersionState::load_existing(&dest, target, version).await?;
     let current = state::target_state(&dest, target).await?;
     if v.phase == Phase::Active || current.active.as_deref() == Some(version) {
         return Err(Error::Request(format!(

@@ -17,7 +17,6 @@ use crate::db::{self, Role};
 use crate::error::{Error, Result};
 use crate::failpoint;
 use crate::job::{catch_up, current_wal_lsn, slot_health, Context, Follower, SlotHealth};
-use crate::plan;
 use crate::state::{self, lock, Phase, VersionState};
 
 /// Attempts before a swap blocked by long-running readers gives up.
@@ -187,12 +186,7 @@ async fn catch_up_version(
     cancel: &CancellationToken,
 ) -> Result<()> {
     v.take_lease(&*dest).await?;
-    let def = v.definition();
-    let table = v
-        .source_desc
-        .clone()
-        .ok_or_else(|| Error::Internal("the version has no source description".into()))?;
-    let plan = plan::build(dest, &def, table).await?;
+    let plan = v.plan(dest).await?;
     let catalog = db::connect(&config.source, Role::Source).await?;
     let cx = Context {
         config,
@@ -247,9 +241,7 @@ async fn try_swap(
     tx.batch_execute(&format!("SET LOCAL lock_timeout = '{lock_timeout_ms}ms'"))
         .await
         .map_err(failed("setting the swap's lock timeout"))?;
-    let v = VersionState::load(&tx, target, version)
-        .await?
-        .ok_or_else(|| Error::Request(format!("target {target} has no version {version}")))?;
+    let v = VersionState::load_existing(&tx, target, version).await?;
     match v.phase {
         Phase::Ready | Phase::Active | Phase::Previous if v.lost.is_none() => {}
         phase => {

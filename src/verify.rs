@@ -26,7 +26,7 @@ use walfill_core::Lsn;
 use crate::config::Config;
 use crate::db::{self, Role};
 use crate::error::{Error, Result};
-use crate::plan::{self, Plan, WORK_TABLE};
+use crate::plan::{Plan, WORK_TABLE};
 use crate::state::{self, VersionState};
 
 /// Reads of a range that differs before it is reported.
@@ -84,9 +84,7 @@ pub async fn verify_version(
     version: &str,
     cancel: &CancellationToken,
 ) -> Result<Verified> {
-    let v = VersionState::load(dest, target, version)
-        .await?
-        .ok_or_else(|| Error::Request(format!("target {target} has no version {version}")))?;
+    let v = VersionState::load_existing(dest, target, version).await?;
     if !v.phase.is_live() {
         return Err(Error::Request(format!(
             "version {version} of {target} is {}; only a built version (ready, active, \
@@ -94,11 +92,7 @@ pub async fn verify_version(
             v.phase
         )));
     }
-    let table = v
-        .source_desc
-        .clone()
-        .ok_or_else(|| Error::Internal("the version has no source description".into()))?;
-    let plan = plan::build(dest, &v.definition(), table).await?;
+    let plan = v.plan(dest).await?;
     let relid = v
         .source_relid
         .ok_or_else(|| Error::Internal("the version has no source table OID".into()))?;

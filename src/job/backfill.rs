@@ -141,11 +141,7 @@ pub async fn backfill_target(
         .ok_or_else(|| Error::Internal("the version has no source table OID".into()))?;
     require_publication(&source, &config.backfill.publication, relid).await?;
     let def = state.definition();
-    let table = state
-        .source_desc
-        .clone()
-        .ok_or_else(|| Error::Internal("the version has no source description".into()))?;
-    let plan = plan::build(&dest, &def, table).await?;
+    let plan = state.plan(&dest).await?;
     for warning in &plan.warnings {
         tracing::warn!("{warning}");
     }

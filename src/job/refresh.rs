@@ -29,7 +29,7 @@ use crate::apply::{Cursor, HistorySource, Store};
 use crate::config::Config;
 use crate::db::{self, Role};
 use crate::error::{Error, Result};
-use crate::plan::{self, Plan};
+use crate::plan::Plan;
 use crate::progress::Progress;
 use crate::source::copy::{CopySource, Pace, Snapshot};
 use crate::state::{self, VersionState};
@@ -68,14 +68,8 @@ pub async fn refresh(
                  without --where to build one"
             ))
         })?;
-    let v = VersionState::load(&dest, target, &version)
-        .await?
-        .ok_or_else(|| Error::Request(format!("target {target} has no version {version}")))?;
-    let table = v
-        .source_desc
-        .clone()
-        .ok_or_else(|| Error::Internal("the version has no source description".into()))?;
-    let plan = plan::build(&dest, &v.definition(), table).await?;
+    let v = VersionState::load_existing(&dest, target, &version).await?;
+    let plan = v.plan(&dest).await?;
     let source = db::connect(&config.source, Role::Source).await?;
     let source_table = plan.source.quoted();
     check_scope(&source, &source_table, scope).await?;

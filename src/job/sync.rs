@@ -257,12 +257,7 @@ async fn follow_version(
         super::require_publication(&source, &config.backfill.publication, relid).await?;
     }
     state.take_lease(&dest).await?;
-    let def = state.definition();
-    let table = state
-        .source_desc
-        .clone()
-        .ok_or_else(|| Error::Internal("the version has no source description".into()))?;
-    let plan = plan::build(&dest, &def, table).await?;
+    let plan = state.plan(&dest).await?;
     plan.verify_staging(&dest).await?;
     let catalog = db::connect(&config.source, Role::Source).await?;
     let cx = super::Context {

@@ -303,6 +303,27 @@ impl VersionState {
         })
     }
 
+    /// Reads one version, which must exist.
+    pub async fn load_existing(
+        client: &impl GenericClient,
+        target: &str,
+        version: &str,
+    ) -> Result<VersionState> {
+        VersionState::load(client, target, version)
+            .await?
+            .ok_or_else(|| Error::Request(format!("target {target} has no version {version}")))
+    }
+
+    /// The version's plan, from its recorded definition and source
+    /// description (this also prepares `dest`'s work table).
+    pub async fn plan(&self, dest: &tokio_postgres::Client) -> Result<crate::plan::Plan> {
+        let table = self
+            .source_desc
+            .clone()
+            .ok_or_else(|| Error::Internal("the version has no source description".into()))?;
+        crate::plan::build(dest, &self.definition(), table).await
+    }
+
     /// Reads one version.
     pub async fn load(
         client: &impl GenericClient,
