@@ -193,3 +193,40 @@ fn an_identity_copy_killed_and_resumed_versions_each_run_by_its_snapshot() {
     walfill.ok(&["swap", "orders_summary", "v1"]);
     assert_view_matches(&db, "derived.orders_summary", "orders", select, None, "id");
 }
+
+/// A column renamed between a killed straight copy and its resumption: the
+/// resumed copy reads it under its new name into the planned column, and
+/// the stream follows the rename.
+#[test]
+fn an_identity_copy_resumed_after_a_column_rename_is_exact() {
+    let db = TestDb::new("resume_rename");
+    create_orders(&db, 12_000);
+    let select = "id, customer_id, status, total_cents, note";
+    let settings = "[backfill]\nchunk_rows = 500\nmax_rows_per_second = 20000\n";
+    let target = orders_target("v1")
+        .replace(ORDERS_SELECT, select)
+        .replace(&format!("where = \"{ORDERS_WHERE}\"\n"), "");
+    let walfill = Walfill::new(&db, &format!("{settings}\n{target}"));
+    walfill.ok(&["setup"]);
+    let mut run = walfill.spawn(&["backfill", "orders_summary", "--no-swap"]);
+    db.wait_for(
+        "SELECT rows_copied >= 3000 FROM walfill.versions",
+        Duration::from_secs(60),
+        "the copy to pass 3000 rows",
+    );
+    kill9(&mut run);
+    db.exec(
+        "ALTER TABLE orders RENAME COLUMN status TO state;
+         UPDATE orders SET state = 'renamed', note = 'after' WHERE id % 50 = 0;
+         INSERT INTO orders VALUES (500000, 1, 'late', 5, 'new');",
+    );
+    walfill.ok(&["backfill", "orders_summary"]);
+    assert_view_matches(
+        &db,
+        "derived.orders_summary",
+        "orders",
+        "id, customer_id, state AS status, total_cents, note",
+        None,
+        "id",
+    );
+}
