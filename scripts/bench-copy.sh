@@ -23,19 +23,7 @@ WALFILL="$WALFILL_ROOT/target/release/walfill"
 
 log "creating $DB with $ROWS rows"
 fresh_bench_db "$DB"
-pg_psql -d "$DB" -q <<SQL
-CREATE TABLE orders (
-    id bigint PRIMARY KEY, customer_id int NOT NULL, status text NOT NULL,
-    total_cents bigint NOT NULL, created_at timestamptz NOT NULL, note text);
-INSERT INTO orders
-SELECT g, g % 5000, (ARRAY['open', 'paid', 'shipped', 'test'])[1 + g % 4], (g * 37) % 100000,
-       timestamptz '2024-01-01' + g * interval '1 second',
-       CASE WHEN g % 7 = 0 THEN NULL ELSE 'order number ' || g END
-  FROM generate_series(1, $ROWS) g;
-VACUUM ANALYZE orders;
-CREATE TABLE orders_copy (LIKE orders INCLUDING ALL);
-CHECKPOINT;
-SQL
+create_bench_orders "$DB" "$ROWS"
 
 now() { date +%s.%N; }
 

@@ -75,3 +75,22 @@ fresh_bench_db() {
     trap "drop_bench_db $1" EXIT
   fi
 }
+
+# Table orders in database $1 with $2 rows (bigint key, five columns, a
+# seventh of the notes NULL), vacuumed and analyzed, and an empty
+# orders_copy like it (the COPY pipe's destination); then a checkpoint.
+create_bench_orders() {
+  pg_psql -d "$1" -q <<SQL
+CREATE TABLE orders (
+    id bigint PRIMARY KEY, customer_id int NOT NULL, status text NOT NULL,
+    total_cents bigint NOT NULL, created_at timestamptz NOT NULL, note text);
+INSERT INTO orders
+SELECT g, g % 5000, (ARRAY['open', 'paid', 'shipped', 'test'])[1 + g % 4], (g * 37) % 100000,
+       timestamptz '2024-01-01' + g * interval '1 second',
+       CASE WHEN g % 7 = 0 THEN NULL ELSE 'order number ' || g END
+  FROM generate_series(1, $2) g;
+VACUUM ANALYZE orders;
+CREATE TABLE orders_copy (LIKE orders INCLUDING ALL);
+CHECKPOINT;
+SQL
+}

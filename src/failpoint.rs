@@ -2,8 +2,12 @@
 //! spot, as `kill -9` would, to check that every phase resumes.
 //!
 //! `WALFILL_FAILPOINTS=name[@n][,name[@n]...]` aborts the process the n-th
-//! time (default: the first) execution reaches `name`. Nothing else changes
-//! when the variable is unset. The names are listed in the README's section
+//! time (default: the first) execution reaches `name`. Two other kinds of
+//! points are armed the same way: a *hold* ([`hold`]) waits there until
+//! the file named by `WALFILL_FAILPOINT_RELEASE` exists, so that a test can
+//! act at that moment; a *switch* ([`armed`]) changes a rule, so that a
+//! test can show the rule matters. Nothing else changes when the variable
+//! is unset. The names are listed in the README's section
 //! on testing; `walfill` prints `failpoint NAME reached` on stderr just
 //! before it aborts.
 
@@ -19,7 +23,7 @@ struct Armed {
     points: HashMap<String, (u64, AtomicU64)>,
 }
 
-fn armed() -> &'static Option<Armed> {
+fn points() -> &'static Option<Armed> {
     static ARMED: OnceLock<Option<Armed>> = OnceLock::new();
     ARMED.get_or_init(|| {
         let text = std::env::var(VARIABLE).ok()?;
@@ -39,12 +43,40 @@ fn armed() -> &'static Option<Armed> {
     })
 }
 
-/// Dies here if the failpoint `name` is armed and due.
-pub fn hit(name: &str) {
-    let Some(armed) = armed() else {
+/// The variable naming the file whose creation releases a held point.
+pub const RELEASE: &str = "WALFILL_FAILPOINT_RELEASE";
+
+/// Whether the failpoint `name` is armed (a switch).
+pub fn armed(name: &str) -> bool {
+    armed_points().is_some_and(|a| a.points.contains_key(name))
+}
+
+/// Waits here, the n-th time execution reaches `name` if it is armed,
+/// until the file named by `WALFILL_FAILPOINT_RELEASE` exists.
+pub async fn hold(name: &str) {
+    let Some((due, count)) = armed_points().and_then(|a| a.points.get(name)) else {
         return;
     };
-    let Some((due, count)) = armed.points.get(name) else {
+    if count.fetch_add(1, Ordering::SeqCst) + 1 != *due {
+        return;
+    }
+    eprintln!("failpoint {name} holding");
+    let Some(release) = std::env::var_os(RELEASE) else {
+        return;
+    };
+    while !std::path::Path::new(&release).exists() {
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    eprintln!("failpoint {name} released");
+}
+
+fn armed_points() -> Option<&'static Armed> {
+    points().as_ref()
+}
+
+/// Dies here if the failpoint `name` is armed and due.
+pub fn hit(name: &str) {
+    let Some((due, count)) = armed_points().and_then(|a| a.points.get(name)) else {
         return;
     };
     if count.fetch_add(1, Ordering::SeqCst) + 1 == *due {

@@ -73,7 +73,10 @@ pub async fn retire_version(config: &Config, target: &str, version: &str) -> Res
     let had_slot = slot_exists(&source, &v.slot_name).await?;
     drop_slot_when_free(&source, &v.slot_name, LET_GO_WAIT).await?;
     let table = v.staging_table();
-    let mut drop = format!("DROP TABLE IF EXISTS {table}");
+    let mut drop = format!(
+        "DROP TABLE IF EXISTS {table}; DELETE FROM walfill.chunk_snapshots WHERE version_table = {}",
+        walfill_core::sql::quote_literal(&table)
+    );
     if let Some(replaced) = &v.replaced_table {
         drop.push_str(&format!(
             "; DROP TABLE IF EXISTS {}",

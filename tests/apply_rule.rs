@@ -125,7 +125,9 @@ impl Fixture {
                 match change {
                     RowChange::Truncate { .. } => truncate = truncate.max(Some(version)),
                     _ => {
-                        folder.fold(&mut fold, version, change).unwrap();
+                        folder
+                            .fold(&mut fold, version, Some(txn.xid), change)
+                            .unwrap();
                     }
                 }
             }
@@ -134,6 +136,7 @@ impl Fixture {
         let mut batch = Batch {
             writes: Writes::Folded(fold),
             truncate,
+            truncate_xid: None,
             changes: 0,
             cursor: None,
         };
@@ -160,9 +163,11 @@ impl Fixture {
                 writes: Writes::Chunk {
                     data,
                     version: Version::snapshot(boundary),
+                    snapshot: None,
                     after: cursor.clone(),
                 },
                 truncate: None,
+                truncate_xid: None,
                 changes: 0,
                 cursor: None,
             };

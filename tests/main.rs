@@ -9,6 +9,7 @@ mod apply_rule;
 mod archiver;
 mod bad_input;
 mod boundary;
+mod chunked;
 mod journal;
 mod layouts;
 mod operator;

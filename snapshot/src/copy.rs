@@ -22,12 +22,13 @@ pub struct KeysetChunk<'a> {
     table: &'a SourceTable,
     after: Option<&'a [String]>,
     limit: u32,
+    until: Option<&'a [String]>,
     scope: Option<&'a str>,
     extra: &'a [String],
 }
 
 /// What a chunk read produced.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ChunkRead {
     /// Rows copied.
     pub rows: u64,
@@ -44,9 +45,38 @@ impl<'a> KeysetChunk<'a> {
             table,
             after,
             limit,
+            until: None,
             scope: None,
             extra: &[],
         }
+    }
+
+    /// The same chunk of the keys up to `until` (included) only.
+    pub fn until(mut self, until: Option<&'a [String]>) -> Self {
+        self.until = until;
+        self
+    }
+
+    /// `SELECT` of the table's last key in text form (among the rows
+    /// matching `scope`, if given; no row when there is none).
+    pub fn last_key_sql(table: &SourceTable, scope: Option<&str>) -> String {
+        let texts: Vec<String> = table
+            .key
+            .iter()
+            .map(|k| format!("{}::text", quote_ident(k)))
+            .collect();
+        let descending: Vec<String> = table
+            .key
+            .iter()
+            .map(|k| format!("{} DESC", quote_ident(k)))
+            .collect();
+        format!(
+            "SELECT ARRAY[{}] FROM {}{} ORDER BY {} LIMIT 1",
+            texts.join(", "),
+            table.quoted(),
+            scope.map(|s| format!(" WHERE {s}")).unwrap_or_default(),
+            descending.join(", ")
+        )
     }
 
     /// The same chunk with the columns `extra` (of the table) sent again
@@ -68,12 +98,16 @@ impl<'a> KeysetChunk<'a> {
     /// the first chunk. The key columns are unqualified, so the predicate
     /// also works on any table with the same key columns.
     pub fn after_predicate(&self) -> Option<String> {
-        let after = self.after?;
+        Some(self.key_predicate(">", self.after?))
+    }
+
+    /// `(key columns) OP (values)` with typed literals.
+    fn key_predicate(&self, op: &str, keys: &[String]) -> String {
         let values: Vec<String> = self
             .table
             .key
             .iter()
-            .zip(after)
+            .zip(keys)
             .map(|(name, value)| {
                 let sql_type = self
                     .table
@@ -84,7 +118,7 @@ impl<'a> KeysetChunk<'a> {
             })
             .collect();
         let key = ident_list(self.table.key.iter().map(String::as_str));
-        Some(format!("({key}) > ({})", values.join(", ")))
+        format!("({key}) {op} ({})", values.join(", "))
     }
 
     /// `COPY (SELECT ... WHERE (key) > (cursor) ORDER BY key LIMIT n) TO STDOUT`.
@@ -100,6 +134,7 @@ impl<'a> KeysetChunk<'a> {
         let conditions: Vec<String> = self
             .after_predicate()
             .into_iter()
+            .chain(self.until.map(|until| self.key_predicate("<=", until)))
             .chain(self.scope.map(|scope| format!("({scope})")))
             .collect();
         if !conditions.is_empty() {
@@ -179,7 +214,7 @@ impl<'a> KeysetChunk<'a> {
 }
 
 /// A chunk read into memory, in COPY text format.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct ChunkData {
     /// Rows and last key.
     pub read: ChunkRead,

@@ -24,6 +24,8 @@ pub struct Batch {
     /// older than it goes, and no older write is stored after it. (A newer
     /// TRUNCATE subsumes an older one, so one is enough.)
     pub truncate: Option<Version>,
+    /// The xid of `truncate`'s transaction, when known.
+    pub truncate_xid: Option<u32>,
     /// Source row changes the batch carries (for counters).
     pub changes: i64,
     /// How far the source has got once the batch is stored. `None` for a
@@ -45,12 +47,30 @@ pub enum Writes {
     Chunk {
         /// The rows.
         data: ChunkData,
-        /// Their version: the snapshot's `(boundary, 0)`.
+        /// Their version: the snapshot's `(boundary, 0)`; for a chunk read
+        /// in a snapshot of its own, the LSN read under it (the seq comes
+        /// when its snapshot is recorded).
         version: Version,
+        /// The chunk's own snapshot, for a chunked copy.
+        snapshot: Option<ChunkSnapshot>,
         /// The key after which the chunk's rows start (the previous
         /// chunk's last key), `None` for the first chunk.
         after: Option<Vec<String>>,
     },
+}
+
+/// The snapshot one chunk of a chunked copy was read in (see
+/// `walfill.chunk_snapshots`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ChunkSnapshot {
+    /// `pg_current_wal_insert_lsn()` read under it.
+    pub lsn: Lsn,
+    /// Its xmin, xmax and running xids (64 bits).
+    pub xmin: i64,
+    /// See `xmin`.
+    pub xmax: i64,
+    /// See `xmin`.
+    pub xip: Vec<i64>,
 }
 
 /// How far a history source has got; recorded with the batch it ends.
@@ -64,6 +84,16 @@ pub enum Cursor {
         rows: i64,
         /// The copy's recent rate, rows per second.
         rate: f64,
+    },
+    /// One key range of a chunked copy made by several workers: every row
+    /// of range `range` up to and including `last_key` is stored.
+    Ranged {
+        /// The range's number.
+        range: i32,
+        /// Key of the chunk's last row.
+        last_key: Vec<String>,
+        /// Rows in the chunk.
+        rows: i64,
     },
     /// A base snapshot: every part up to and including `file` is stored.
     BasePart {

@@ -30,6 +30,9 @@ pub struct Entry {
     pub op: Op,
     /// The version of the change that produced it.
     pub version: Version,
+    /// Its transaction's xid (32 bits, as the stream sends it), when known:
+    /// it decides against rows of a chunked copy.
+    pub xid: Option<u32>,
     /// Values of the plan's replicated source columns, in order.
     pub values: Vec<Datum>,
     /// The key of the stored row to take still-unchanged values from, when it
@@ -227,6 +230,7 @@ impl Folder {
         &mut self,
         pending: &mut Fold,
         version: Version,
+        xid: Option<u32>,
         change: &RowChange,
     ) -> Result<bool> {
         let Some(relation) = change.relation() else {
@@ -236,7 +240,7 @@ impl Folder {
             return Ok(false);
         }
         let map = self.map_for(relation)?;
-        pending.add(map, change, version)?;
+        pending.add(map, change, version, xid)?;
         Ok(true)
     }
 }
@@ -271,13 +275,21 @@ impl Fold {
         self.entries.insert(key, entry);
     }
 
-    /// Adds one row change (not a truncate) of the plan's table.
-    pub fn add(&mut self, map: &ColumnMap, change: &RowChange, version: Version) -> Result<()> {
+    /// Adds one row change (not a truncate) of the plan's table, made by
+    /// transaction `xid` if known.
+    pub fn add(
+        &mut self,
+        map: &ColumnMap,
+        change: &RowChange,
+        version: Version,
+        xid: Option<u32>,
+    ) -> Result<()> {
         match change {
             RowChange::Insert { new, .. } => {
                 let entry = Entry {
                     op: Op::Upsert,
                     version,
+                    xid,
                     values: map.values(new),
                     fill_key: None,
                 };
@@ -322,6 +334,7 @@ impl Fold {
                         Entry {
                             op: Op::Delete,
                             version,
+                            xid,
                             values: Vec::new(),
                             fill_key: None,
                         },
@@ -332,6 +345,7 @@ impl Fold {
                     Entry {
                         op: Op::Upsert,
                         version,
+                        xid,
                         values,
                         fill_key,
                     },
@@ -341,6 +355,7 @@ impl Fold {
                 let entry = Entry {
                     op: Op::Delete,
                     version,
+                    xid,
                     values: Vec::new(),
                     fill_key: None,
                 };

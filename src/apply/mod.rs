@@ -17,7 +17,7 @@ mod run;
 mod store;
 mod stream_desc;
 
-pub use batch::{Batch, Cursor, HistorySource, Writes};
+pub use batch::{Batch, ChunkSnapshot, Cursor, HistorySource, Writes};
 pub use dead::is_data_error;
 pub use fold::{ColumnMap, Entry, Era, Fold, Folder, Op};
 pub use run::{run, Applied};

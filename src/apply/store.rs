@@ -7,11 +7,11 @@
 use bytes::Bytes;
 use futures_util::SinkExt;
 use tokio_postgres::Transaction as DestTransaction;
-use walfill_core::{Datum, Version};
+use walfill_core::{Datum, Lsn, Version};
 use walfill_snapshot::copy::escape_copy_field;
 use walfill_snapshot::ChunkData;
 
-use super::batch::{Batch, Writes};
+use super::batch::{Batch, ChunkSnapshot, Writes};
 use super::fold::{Entry, Fold, Op};
 use crate::error::{Error, Result};
 use crate::plan::{BatchSql, Plan, WORK_TABLE};
@@ -107,7 +107,11 @@ impl Store {
             if watermark.is_none_or(|w| truncate > w) {
                 dest.execute(
                     self.plan.truncate_sql().as_str(),
-                    &[&truncate.commit_lsn.to_string(), &(truncate.seq as i32)],
+                    &[
+                        &truncate.commit_lsn.to_string(),
+                        &(truncate.seq as i32),
+                        &batch.truncate_xid.map(i64::from),
+                    ],
                 )
                 .await
                 .map_err(|e| Error::destination("applying a TRUNCATE", e))?;
@@ -126,12 +130,17 @@ impl Store {
             Writes::Chunk {
                 data,
                 version,
+                snapshot,
                 after,
             } => {
-                if watermark.is_some_and(|w| w >= version) {
+                if watermark.is_some_and(|w| w >= version) && snapshot.is_none() {
                     return Ok(Stored::default());
                 }
-                self.store_chunk(dest, &data, version, after.as_deref())
+                let seq = match &snapshot {
+                    Some(snapshot) => record_snapshot(dest, &self.plan, snapshot).await?,
+                    None => version.seq as i32,
+                };
+                self.store_chunk(dest, &data, version.commit_lsn, seq, after.as_deref())
                     .await?;
                 Ok(Stored::default())
             }
@@ -139,18 +148,25 @@ impl Store {
     }
 
     /// Stores one keyset chunk read from a snapshot, every row versioned
-    /// `version`.
+    /// `(lsn, seq)`.
     async fn store_chunk(
         &self,
         dest: &DestTransaction<'_>,
         data: &ChunkData,
-        version: Version,
+        lsn: Lsn,
+        seq: i32,
         after: Option<&[String]>,
     ) -> Result<()> {
         if data.read.rows == 0 {
             return Ok(());
         }
-        if self.direct == Some(version) {
+        if let Some(direct) = self.direct {
+            if direct.commit_lsn != lsn || direct.seq as i32 != seq {
+                // A chunk of a chunked copy: each has its own version.
+                dest.batch_execute(&self.plan.load_defaults_sql(Some((lsn, seq))))
+                    .await
+                    .map_err(|e| Error::destination("setting the chunk's version", e))?;
+            }
             let sink = dest
                 .copy_in::<_, Bytes>(&self.plan.direct_copy_sql())
                 .await
@@ -180,7 +196,7 @@ impl Store {
                     .await
                     .map_err(|e| Error::destination("probing the version's table", e))?
                     .is_some());
-        let statements = self.plan.chunk_sql(version.commit_lsn, !stored);
+        let statements = self.plan.chunk_sql(lsn, seq, !stored);
         let with_params: Vec<(&str, &[&(dyn tokio_postgres::types::ToSql + Sync)])> =
             statements.iter().map(|s| (s.as_str(), &[][..])).collect();
         super::dead::run_guarded(
@@ -188,7 +204,7 @@ impl Store {
             &self.plan,
             &self.dead,
             &with_params,
-            Some(version.commit_lsn),
+            Some(lsn),
             &format!("TRUNCATE pg_temp.{WORK_TABLE}"),
             "storing a chunk in the version's table",
         )
@@ -314,6 +330,31 @@ impl Store {
     }
 }
 
+/// Records a chunked copy's chunk snapshot for `plan`'s table; returns the
+/// seq its rows are stored with.
+async fn record_snapshot(
+    dest: &DestTransaction<'_>,
+    plan: &Plan,
+    snapshot: &ChunkSnapshot,
+) -> Result<i32> {
+    let id: i32 = dest
+        .query_one(
+            "INSERT INTO walfill.chunk_snapshots (version_table, lsn, snap_xmin, snap_xmax, snap_xip)
+             VALUES ($1, $2::text::pg_lsn, $3, $4, $5) RETURNING id",
+            &[
+                &plan.staging_table(),
+                &snapshot.lsn.to_string(),
+                &snapshot.xmin,
+                &snapshot.xmax,
+                &snapshot.xip,
+            ],
+        )
+        .await
+        .map_err(|e| Error::destination("recording a chunk's snapshot", e))?
+        .get(0);
+    Ok(crate::plan::chunk_seq(id))
+}
+
 /// One work-table row in COPY text format; true if it has unchanged
 /// TOASTed values to fill in. `columns` are the plan's source columns with
 /// whether each is a key column.
@@ -362,6 +403,11 @@ fn write_entry(
         }
         array.push('}');
         escape_copy_field(&array, out);
+    }
+    out.push('\t');
+    match entry.xid {
+        Some(xid) => out.push_str(&xid.to_string()),
+        None => out.push_str("\\N"),
     }
     for k in 0..key_positions.len() {
         out.push('\t');

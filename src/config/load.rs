@@ -9,7 +9,7 @@ use walfill_replay::archive::Layout;
 use super::raw::{RawConfig, RawServe, RawTarget};
 use super::{
     ArchiveSettings, BackfillSettings, Config, PgUrl, QualifiedName, Schedule, ServeSettings,
-    Target, ThrottleSettings,
+    SnapshotMode, Target, ThrottleSettings,
 };
 
 /// PostgreSQL's identifier limit (NAMEDATALEN - 1).
@@ -135,6 +135,27 @@ pub(crate) fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
             other => other,
         },
         slot_warning_mb: b.slot_warning_mb,
+        snapshot: match &b.snapshot {
+            None => SnapshotMode::Auto,
+            Some(mode) => match mode.get_ref().as_str() {
+                "auto" => SnapshotMode::Auto,
+                "exported" => SnapshotMode::Exported,
+                "chunked" => SnapshotMode::Chunked,
+                other => {
+                    return Err(v.invalid(
+                        Some(mode.span()),
+                        &format!(
+                            "backfill.snapshot is {other:?}; it is one of \"auto\" (the \
+                             default: chunked above backfill.chunked_above_rows), \"exported\" \
+                             (one snapshot for the whole copy) or \"chunked\" (a short \
+                             transaction per chunk)"
+                        ),
+                    ))
+                }
+            },
+        },
+        chunked_above_rows: b.chunked_above_rows.unwrap_or(1_000_000),
+        workers: v.positive("backfill.workers", b.workers, 1)?,
         allow_dead_letters: b.allow_dead_letters.unwrap_or(false),
         verify_before_swap: b.verify_before_swap.unwrap_or(false),
     };

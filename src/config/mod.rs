@@ -139,6 +139,39 @@ pub struct BackfillSettings {
     /// (MiB; by default a quarter of `max_slot_wal_keep_size`, or 1 GiB
     /// when that is unlimited).
     pub slot_warning_mb: Option<u64>,
+    /// How a snapshot backfill reads the table.
+    pub snapshot: SnapshotMode,
+    /// With [`SnapshotMode::Auto`]: tables estimated at more rows than this
+    /// are read in chunks of their own ([`SnapshotMode::Chunked`]).
+    pub chunked_above_rows: u64,
+    /// Key ranges a chunked copy reads and stores at once, each on
+    /// sessions of its own.
+    pub workers: u32,
+}
+
+/// How a snapshot backfill reads the source table (`backfill.snapshot`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SnapshotMode {
+    /// Chunked for tables over `backfill.chunked_above_rows`, exported below.
+    Auto,
+    /// The whole table in the slot's exported snapshot: one transaction on
+    /// the source for the whole copy.
+    Exported,
+    /// Each chunk in a short transaction of its own, reconciled with the
+    /// stream by the chunk's snapshot: the source's vacuum horizon is held
+    /// for one chunk at most.
+    Chunked,
+}
+
+impl SnapshotMode {
+    /// The setting's spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SnapshotMode::Auto => "auto",
+            SnapshotMode::Exported => "exported",
+            SnapshotMode::Chunked => "chunked",
+        }
+    }
 }
 
 /// When backfills wait (`[throttle]` in the file): limits over which a

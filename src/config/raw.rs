@@ -52,6 +52,9 @@ pub(super) struct RawBackfill {
     pub(super) allow_dead_letters: Option<bool>,
     pub(super) verify_before_swap: Option<bool>,
     pub(super) slot_warning_mb: Option<u64>,
+    pub(super) snapshot: Option<Spanned<String>>,
+    pub(super) chunked_above_rows: Option<u64>,
+    pub(super) workers: Option<u32>,
 }
 
 /// `[throttle]`.

@@ -1,6 +1,7 @@
 //! Filling a version from a snapshot: the slot's exported snapshot copied
 //! in keyset chunks through the apply loop, the rows also written to the
-//! archive as a base snapshot for later replays.
+//! archive as a base snapshot for later replays. Large tables are read in
+//! chunks of their own instead (see [`super::fill_chunked`]).
 
 use tokio_postgres::Client;
 use tokio_util::sync::CancellationToken;
@@ -9,6 +10,7 @@ use walfill_snapshot::{Boundary, ReplicationConnection};
 use super::source::slot_exists;
 use super::Context;
 use crate::apply::{run, Store};
+use crate::config::SnapshotMode;
 use crate::db::{self, Role};
 use crate::error::Result;
 use crate::failpoint;
@@ -29,6 +31,9 @@ pub(super) async fn fill_copy(
     state: &mut VersionState,
     plan: &Plan,
 ) -> Result<Option<ReplicationConnection>> {
+    if chunked(cx.config, state) {
+        return Box::pin(super::fill_chunked::fill_chunked(cx, dest, state, plan)).await;
+    }
     let url = db::replication_url(&cx.config.source);
     let slot = state.slot_name.clone();
     let pace = Pace {
@@ -122,7 +127,7 @@ pub(super) async fn fill_copy(
     let store = if direct {
         // Rows go straight into the table; its bookkeeping columns take
         // the snapshot's version by default meanwhile.
-        set_defaults(dest, plan, Some(at)).await?;
+        set_defaults(dest, plan, Some((at, 0))).await?;
         Store::loading_directly(plan.clone(), walfill_core::Version::snapshot(at))
     } else if loading {
         Store::loading(plan.clone())
@@ -149,8 +154,24 @@ pub(super) async fn fill_copy(
     Ok(stream_conn)
 }
 
-async fn set_defaults(dest: &Client, plan: &Plan, lsn: Option<walfill_core::Lsn>) -> Result<()> {
-    dest.batch_execute(&plan.load_defaults_sql(lsn))
+/// Whether the table is read chunk by chunk, each in a snapshot of its
+/// own, rather than in the slot's exported snapshot (`backfill.snapshot`).
+fn chunked(config: &crate::config::Config, state: &VersionState) -> bool {
+    match config.backfill.snapshot {
+        SnapshotMode::Chunked => true,
+        SnapshotMode::Exported => false,
+        SnapshotMode::Auto => {
+            u64::try_from(state.rows_estimated).unwrap_or(0) > config.backfill.chunked_above_rows
+        }
+    }
+}
+
+async fn set_defaults(
+    dest: &Client,
+    plan: &Plan,
+    version: Option<(walfill_core::Lsn, i32)>,
+) -> Result<()> {
+    dest.batch_execute(&plan.load_defaults_sql(version))
         .await
         .map_err(|e| crate::error::Error::destination("setting the version table's defaults", e))
 }

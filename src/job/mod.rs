@@ -5,11 +5,14 @@
 mod archive_wait;
 mod backfill;
 mod base;
+mod fence;
+mod fill_chunked;
 mod fill_copy;
 mod fill_replay;
 mod follow;
 mod key_index;
 mod path;
+mod ranges;
 mod refresh;
 mod source;
 mod sync;

@@ -265,7 +265,7 @@ async fn settle_truncate(
     if let Some(t) = truncated.filter(|t| *t > Version::snapshot(at)) {
         dest.execute(
             plan.truncate_sql().as_str(),
-            &[&t.commit_lsn.to_string(), &(t.seq as i32)],
+            &[&t.commit_lsn.to_string(), &(t.seq as i32), &None::<i64>],
         )
         .await
         .map_err(|e| Error::destination("applying a TRUNCATE the refresh raced with", e))?;

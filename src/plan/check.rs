@@ -340,6 +340,12 @@ async fn row_by_row_problems(dest: &Client) -> Result<(Vec<String>, Vec<String>)
     Ok((problems, warnings))
 }
 
+/// Creates the session's work table for `plan` (in a destination session
+/// other than the one the plan was built in).
+pub async fn create_work_table(dest: &Client, plan: &super::Plan) -> Result<()> {
+    create_shaped(dest, WORK_TABLE, &plan.source, true).await
+}
+
 /// Creates a temporary table with the source's columns (stored generated
 /// columns recomputed from their expressions), plus walfill's bookkeeping
 /// columns when `work` is set.

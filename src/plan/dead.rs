@@ -54,9 +54,9 @@ impl Plan {
             .unwrap_or_default();
         let select = &self.def.select;
         let table = self.staging_table();
-        let conflict = self.upsert_conflict(false).replace(
-            "WHERE (s._walfill_lsn, s._walfill_seq) < (EXCLUDED._walfill_lsn, EXCLUDED._walfill_seq)",
-            "WHERE s._walfill_deleted \
+        let conflict = self.upsert_conflict_when(
+            false,
+            "s._walfill_deleted \
              AND (s._walfill_lsn, s._walfill_seq) <= (EXCLUDED._walfill_lsn, EXCLUDED._walfill_seq)",
         );
         DeadLetterSql {

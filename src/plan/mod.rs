@@ -15,9 +15,9 @@ mod refresh;
 mod sql;
 mod verify;
 
-pub use check::{build, describe, unusable};
+pub use check::{build, create_work_table, describe, unusable};
 pub use dead::DeadLetterSql;
-pub use sql::BatchSql;
+pub use sql::{chunk_seq, BatchSql};
 
 use walfill_core::sql::quote_ident;
 use walfill_snapshot::SourceTable;

@@ -7,6 +7,14 @@
 //! is filtered out before the upsert (an `ON CONFLICT ... WHERE` that skips
 //! would still lock and WAL-log the row), and the upsert's own `WHERE` keeps
 //! the rule under concurrency.
+//!
+//! Rows of a chunked snapshot copy (each chunk read in a snapshot of its
+//! own) are the exception: they are stored with a negative seq that names
+//! their chunk (`seq = id - 2^31`), and a change from the stream replaces
+//! one if the chunk's snapshot could not see the change's transaction, by
+//! PostgreSQL's own visibility rule (`walfill.chunk_sees`), whatever their
+//! LSNs. Only changes whose commit LSN is not past the chunk's need the
+//! lookup: a transaction that committed later cannot be in the snapshot.
 
 use walfill_core::sql::{ident_list, quote_ident, quote_literal};
 use walfill_core::Lsn;
@@ -21,6 +29,7 @@ pub(super) fn work_columns(table: &SourceTable) -> Vec<String> {
         "_walfill_lsn pg_lsn".to_string(),
         "_walfill_seq integer".to_string(),
         "_walfill_unchanged text[]".to_string(),
+        "_walfill_xid bigint".to_string(),
     ];
     for (i, key) in table.key.iter().enumerate() {
         let sql_type = table
@@ -31,6 +40,31 @@ pub(super) fn work_columns(table: &SourceTable) -> Vec<String> {
     }
     columns
 }
+
+/// The seq of the rows of chunk `id` of a chunked copy: negative, and
+/// larger for a later chunk (a chunk read again after a crash replaces the
+/// first reading's rows).
+pub fn chunk_seq(id: i32) -> i32 {
+    i32::MIN + id
+}
+
+/// Whether the row stored as `s` is older than a change at version
+/// `(lsn, seq)` from transaction `xid` (SQL expressions; `xid` NULL for
+/// rows and changes that carry none). See the module's notes.
+pub(super) fn stored_loses(s: &str, lsn: &str, seq: &str, xid: &str) -> String {
+    format!(
+        "CASE WHEN {s}._walfill_seq >= 0 OR {s}._walfill_lsn < {lsn} OR {xid} IS NULL \
+         THEN ({s}._walfill_lsn, {s}._walfill_seq) < ({lsn}, {seq}) \
+         ELSE NOT walfill.chunk_sees(({s}._walfill_seq::bigint + 2147483648)::integer, {xid}) END"
+    )
+}
+
+/// The `ON CONFLICT` condition of the versioned upsert. A change replacing
+/// a chunked copy's row passed [`stored_loses`] just before (under
+/// walfill's lock on the version); `EXCLUDED` does not carry its xid.
+pub(super) const CONFLICT_NEWER: &str = "(s._walfill_lsn, s._walfill_seq) < \
+     (EXCLUDED._walfill_lsn, EXCLUDED._walfill_seq) \
+     OR (s._walfill_seq < 0 AND EXCLUDED._walfill_seq >= 0)";
 
 /// The statements that apply one batch of folded changes from the work table.
 #[derive(Clone, Debug)]
@@ -118,6 +152,7 @@ impl Plan {
                 "_walfill_lsn",
                 "_walfill_seq",
                 "_walfill_unchanged",
+                "_walfill_xid",
             ]
             .iter()
             .map(|c| c.to_string()),
@@ -180,6 +215,11 @@ impl Plan {
     }
 
     pub(super) fn upsert_conflict(&self, tombstone: bool) -> String {
+        self.upsert_conflict_when(tombstone, CONFLICT_NEWER)
+    }
+
+    /// [`Plan::upsert_conflict`] that updates only where `condition` holds.
+    pub(super) fn upsert_conflict_when(&self, tombstone: bool, condition: &str) -> String {
         let mut sets: Vec<String> = Vec::new();
         for o in &self.outputs {
             if self.key.contains(&o.name) {
@@ -199,8 +239,7 @@ impl Plan {
         sets.push("_walfill_seq = EXCLUDED._walfill_seq".into());
         sets.push("_walfill_deleted = EXCLUDED._walfill_deleted".into());
         format!(
-            "ON CONFLICT ({}) DO UPDATE SET {} \
-             WHERE (s._walfill_lsn, s._walfill_seq) < (EXCLUDED._walfill_lsn, EXCLUDED._walfill_seq)",
+            "ON CONFLICT ({}) DO UPDATE SET {} WHERE {condition}",
             self.keys(),
             sets.join(", ")
         )
@@ -225,13 +264,14 @@ impl Plan {
     }
 
     /// A per-row probe of the stored version of the key of the row aliased
-    /// `alias`: true when that version is older than `version`, null when the
-    /// key is not stored. A correlated scalar subquery is always an index
-    /// probe; `NOT EXISTS` would let the planner scan the whole table.
-    fn stored_is_older(&self, alias: &str, version: &str) -> String {
+    /// `alias`: true when that version is older than `(lsn, seq)` from
+    /// transaction `xid` (see [`stored_loses`]), null when the key is not
+    /// stored. A correlated scalar subquery is always an index probe; `NOT
+    /// EXISTS` would let the planner scan the whole table.
+    fn stored_is_older(&self, alias: &str, lsn: &str, seq: &str, xid: &str) -> String {
         format!(
-            "(SELECT (x._walfill_lsn, x._walfill_seq) < {version} FROM {table} AS x \
-             WHERE ({x}) = ({a}))",
+            "(SELECT {older} FROM {table} AS x WHERE ({x}) = ({a}))",
+            older = stored_loses("x", lsn, seq, xid),
             table = self.staging_table(),
             x = self.keys_of("x"),
             a = self.keys_of(alias),
@@ -276,19 +316,21 @@ impl Plan {
     }
 
     /// Statements that load a snapshot chunk from the work table, every row
-    /// versioned `(boundary, 0)`. With `fresh`, the caller has established
+    /// versioned `(lsn, seq)`: `(boundary, 0)` for a chunk of an exported
+    /// snapshot, a negative seq naming the chunk for a chunked copy's
+    /// (see [`chunk_seq`]). With `fresh`, the caller has established
     /// that no key of the chunk is stored yet (a range probe under walfill's
     /// lock), and plain inserts do; otherwise rows whose key holds a version
     /// at least as new are left out before an upsert, so they cost no lock
     /// and no WAL.
-    pub fn chunk_sql(&self, boundary: Lsn, fresh: bool) -> Vec<String> {
+    pub fn chunk_sql(&self, boundary: Lsn, seq: i32, fresh: bool) -> Vec<String> {
         let lsn = format!("{}::pg_lsn", quote_literal(&boundary.to_string()));
         let alias = self.alias();
         let filter = self.passes();
         let (rows, live_conflict, dead_conflict) = if fresh {
             (self.source_rows(""), String::new(), String::new())
         } else {
-            let older = self.stored_is_older("w", &format!("({lsn}, 0)"));
+            let older = self.stored_is_older("w", &lsn, &seq.to_string(), "NULL::bigint");
             (
                 self.source_rows(&format!(" AS w WHERE coalesce({older}, true)")),
                 format!(" {}", self.upsert_conflict(false)),
@@ -296,7 +338,7 @@ impl Plan {
             )
         };
         let mut statements = vec![format!(
-            "INSERT INTO {table} AS s ({columns}) SELECT {select}{hidden}, {lsn}, 0, false FROM {rows}{filter}{live_conflict}",
+            "INSERT INTO {table} AS s ({columns}) SELECT {select}{hidden}, {lsn}, {seq}, false FROM {rows}{filter}{live_conflict}",
             table = self.staging_table(),
             columns = self.insert_columns(false),
             select = self.def.select,
@@ -305,7 +347,7 @@ impl Plan {
         )];
         if let Some(filter) = filter {
             statements.push(format!(
-                "INSERT INTO {table} AS s ({columns}) SELECT {keys}{hidden}, {lsn}, 0, true FROM {rows} WHERE NOT {filter}{dead_conflict}",
+                "INSERT INTO {table} AS s ({columns}) SELECT {keys}{hidden}, {lsn}, {seq}, true FROM {rows} WHERE NOT {filter}{dead_conflict}",
                 table = self.staging_table(),
                 columns = self.insert_columns(true),
                 keys = self.keys_of(&alias),
@@ -346,14 +388,14 @@ impl Plan {
         )
     }
 
-    /// Gives the bookkeeping columns the version `(lsn, 0)` of a copy's
-    /// snapshot as defaults (`None`: removes them).
-    pub fn load_defaults_sql(&self, lsn: Option<Lsn>) -> String {
+    /// Gives the bookkeeping columns the version `(lsn, seq)` of a copy's
+    /// snapshot (or chunk) as defaults (`None`: removes them).
+    pub fn load_defaults_sql(&self, version: Option<(Lsn, i32)>) -> String {
         let table = self.staging_table();
-        match lsn {
-            Some(lsn) => format!(
+        match version {
+            Some((lsn, seq)) => format!(
                 "ALTER TABLE {table} ALTER _walfill_lsn SET DEFAULT {}::pg_lsn, \
-                 ALTER _walfill_seq SET DEFAULT 0",
+                 ALTER _walfill_seq SET DEFAULT {seq}",
                 quote_literal(&lsn.to_string())
             ),
             None => format!(
@@ -369,7 +411,7 @@ impl Plan {
         let work = format!("pg_temp.{WORK_TABLE}");
         let newer = format!(
             "(m._walfill_lsn, m._walfill_seq) > ($1::text::pg_lsn, $2::integer) AND coalesce({}, true)",
-            self.stored_is_older("m", "(m._walfill_lsn, m._walfill_seq)")
+            self.stored_is_older("m", "m._walfill_lsn", "m._walfill_seq", "m._walfill_xid")
         );
         let passes = self.passes();
         let fill_key = self
@@ -480,11 +522,13 @@ impl Plan {
         }
     }
 
-    /// Removes every row older than a TRUNCATE. Parameters: `($1 lsn text, $2 seq)`.
+    /// Removes every row older than a TRUNCATE. Parameters: `($1 lsn text,
+    /// $2 seq, $3 xid)` (the xid NULL when unknown).
     pub fn truncate_sql(&self) -> String {
         format!(
-            "DELETE FROM {} WHERE (_walfill_lsn, _walfill_seq) < ($1::text::pg_lsn, $2::integer)",
-            self.staging_table()
+            "DELETE FROM {} AS s WHERE {}",
+            self.staging_table(),
+            stored_loses("s", "$1::text::pg_lsn", "$2::integer", "$3::bigint")
         )
     }
 }

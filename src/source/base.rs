@@ -82,11 +82,12 @@ impl HistorySource for BaseSource {
                 relation: self.relation.clone(),
                 new,
             };
-            self.folder.fold(&mut fold, version, &change)?;
+            self.folder.fold(&mut fold, version, None, &change)?;
         }
         Ok(Some(Batch {
             writes: Writes::Folded(fold),
             truncate: None,
+            truncate_xid: None,
             changes: 0,
             cursor: Some(Cursor::BasePart {
                 file: part.file,

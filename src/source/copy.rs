@@ -111,17 +111,7 @@ impl CopySource {
         let now = SourceTable::describe_oid(catalog, plan.source.oid).await?;
         let table = copy_table(plan, &now)?;
         let extra: Vec<String> = if snapshot.with_hidden {
-            plan.hidden
-                .iter()
-                .filter_map(|h| {
-                    let i = plan
-                        .source
-                        .columns
-                        .iter()
-                        .position(|c| c.name == h.source)?;
-                    Some(table.columns[i].name.clone())
-                })
-                .collect()
+            hidden_columns(plan, &table)
         } else {
             Vec::new()
         };
@@ -169,9 +159,45 @@ async fn reader_failed(reader: JoinHandle<Result<Client>>) -> Error {
     }
 }
 
+/// The current names (in `table`, see [`copy_table`]) of the source
+/// columns of `plan`'s hidden columns, in the version table's order.
+pub(super) fn hidden_columns(plan: &Plan, table: &SourceTable) -> Vec<String> {
+    plan.hidden
+        .iter()
+        .filter_map(|h| {
+            let i = plan
+                .source
+                .columns
+                .iter()
+                .position(|c| c.name == h.source)?;
+            Some(table.columns[i].name.clone())
+        })
+        .collect()
+}
+
+/// Waits, when the copy has a rate cap, until `rows` rows read since
+/// `started` are within it.
+pub(super) async fn pace(
+    pace: Pace,
+    rows: u64,
+    started: Instant,
+    cancel: &CancellationToken,
+) -> Result<()> {
+    if let Some(cap) = pace.max_rows_per_second {
+        let wanted = Duration::from_secs_f64(rows as f64 / f64::from(cap));
+        if let Some(rest) = wanted.checked_sub(started.elapsed()) {
+            tokio::select! {
+                _ = cancel.cancelled() => return Err(Error::Interrupted),
+                _ = tokio::time::sleep(rest) => {}
+            }
+        }
+    }
+    Ok(())
+}
+
 /// `plan`'s source table with the names its columns have now (by attribute
 /// number); fails when a column the version copies is gone or retyped.
-fn copy_table(plan: &Plan, now: &SourceTable) -> Result<SourceTable> {
+pub(super) fn copy_table(plan: &Plan, now: &SourceTable) -> Result<SourceTable> {
     let mut table = plan.source.clone();
     table.schema = now.schema.clone();
     table.name = now.name.clone();
@@ -327,9 +353,11 @@ impl HistorySource for CopySource {
             writes: Writes::Chunk {
                 data,
                 version: self.version,
+                snapshot: None,
                 after,
             },
             truncate: None,
+            truncate_xid: None,
             changes: 0,
             cursor: Some(Cursor::Copied {
                 last_key,
@@ -353,15 +381,6 @@ impl HistorySource for CopySource {
         if let Some(progress) = self.progress.as_mut() {
             self.rate = progress.advance(rows);
         }
-        if let Some(cap) = self.pace.max_rows_per_second {
-            let wanted = Duration::from_secs_f64(rows as f64 / f64::from(cap));
-            if let Some(rest) = wanted.checked_sub(self.started.elapsed()) {
-                tokio::select! {
-                    _ = self.cancel.cancelled() => return Err(Error::Interrupted),
-                    _ = tokio::time::sleep(rest) => {}
-                }
-            }
-        }
-        Ok(())
+        pace(self.pace, rows, self.started, &self.cancel).await
     }
 }

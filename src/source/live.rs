@@ -64,8 +64,12 @@ pub struct LiveSource {
     pending: Fold,
     changes: i64,
     truncate: Option<Version>,
+    truncate_xid: Option<u32>,
     /// The open transaction's commit LSN, and whether it was stored before.
     open: Option<(Lsn, bool)>,
+    /// The open transaction's xid, as far as the rule needs it (see
+    /// [`crate::plan`]).
+    xid: Option<u32>,
     /// Where every transaction before is stored (or about to be).
     position: Lsn,
     /// The position of the last cursor handed out.
@@ -116,7 +120,9 @@ impl LiveSource {
             pending: Fold::default(),
             changes: 0,
             truncate: None,
+            truncate_xid: None,
             open: None,
+            xid: None,
             position: from,
             recorded: from,
             oldest: None,
@@ -153,6 +159,7 @@ impl LiveSource {
         Batch {
             writes,
             truncate: self.truncate.take(),
+            truncate_xid: self.truncate_xid.take(),
             changes: std::mem::take(&mut self.changes),
             cursor,
         }
@@ -185,7 +192,10 @@ impl LiveSource {
         self.changes += 1;
         let change = match change {
             RowChange::Truncate { .. } => {
-                self.truncate = self.truncate.max(Some(version));
+                if self.truncate.is_none_or(|t| version > t) {
+                    self.truncate = Some(version);
+                    self.truncate_xid = self.xid;
+                }
                 return Ok(());
             }
             RowChange::Insert { relation, new } => RowChange::Insert {
@@ -203,7 +213,8 @@ impl LiveSource {
             },
             RowChange::Message { .. } => return Ok(()),
         };
-        self.folder.fold(&mut self.pending, version, &change)?;
+        self.folder
+            .fold(&mut self.pending, version, self.xid, &change)?;
         Ok(())
     }
 
@@ -339,10 +350,13 @@ impl HistorySource for LiveSource {
             // request is seen soon.
             match self.stream.next(IDLE).await? {
                 StreamEvent::Begin {
+                    xid,
                     commit_lsn,
                     committed_at,
-                    ..
                 } => {
+                    // The switch shows what the rule is for: without the
+                    // xid, a chunked copy's rows are decided by LSN alone.
+                    self.xid = (!crate::failpoint::armed("apply.lsn_rule")).then_some(xid);
                     // A transaction the stream sends again (it resumes at the
                     // last confirmed position) was stored before.
                     let stored = commit_lsn < self.recorded;

@@ -240,6 +240,7 @@ impl BatchSink {
         let batch = Batch {
             writes: Writes::Folded(std::mem::take(&mut self.fold)),
             truncate: self.truncate.take(),
+            truncate_xid: None,
             changes: std::mem::take(&mut self.changes),
             cursor: Some(Cursor::Replayed {
                 committed: self.committed.take(),
@@ -270,7 +271,7 @@ impl Sink for BatchSink {
             self.truncate = self.truncate.max(Some(version));
             return Ok(());
         }
-        if let Err(e) = self.folder.fold(&mut self.fold, version, &change) {
+        if let Err(e) = self.folder.fold(&mut self.fold, version, None, &change) {
             self.failed = Some(e);
             return Err("folding a change failed".into());
         }

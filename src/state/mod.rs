@@ -35,7 +35,8 @@ pub async fn require(client: &impl GenericClient) -> Result<()> {
             "SELECT to_regclass('walfill.versions') IS NOT NULL,
                     EXISTS (SELECT FROM pg_attribute
                              WHERE attrelid = to_regclass('walfill.requests')
-                               AND attname = 'scope' AND NOT attisdropped)",
+                               AND attname = 'scope' AND NOT attisdropped)
+                    AND to_regprocedure('walfill.chunk_sees(integer, bigint)') IS NOT NULL",
             &[],
         )
         .await

@@ -54,6 +54,32 @@ impl VersionState {
                 )
                 .await
             }
+            Cursor::Ranged {
+                range,
+                last_key,
+                rows,
+            } => {
+                tx.execute(
+                    "UPDATE walfill.chunk_ranges SET cursor = $3, rows_copied = rows_copied + $4
+                      WHERE version_table = $1 AND range_no = $2",
+                    &[&self.staging_table(), range, last_key, rows],
+                )
+                .await
+                .map_err(|e| Error::destination("recording a range's progress", e))?;
+                tx.execute(
+                    &sql("rows_copied = rows_copied + $7"),
+                    &[
+                        key.0,
+                        key.1,
+                        &key.2,
+                        &changes,
+                        &truncated_lsn,
+                        &truncated_seq,
+                        rows,
+                    ],
+                )
+                .await
+            }
             Cursor::BasePart { file, rows } => {
                 tx.execute(
                     &sql("copy_cursor = ARRAY[$7::text], rows_copied = rows_copied + $8"),
@@ -148,6 +174,9 @@ impl VersionState {
                 self.copy_cursor = Some(last_key.clone());
                 self.rows_copied += rows;
                 self.copy_rate = *rate;
+            }
+            Cursor::Ranged { rows, .. } => {
+                self.rows_copied += rows;
             }
             Cursor::BasePart { file, rows } => {
                 self.copy_cursor = Some(vec![file.clone()]);

@@ -211,3 +211,51 @@ ALTER TABLE walfill.versions ADD COLUMN IF NOT EXISTS apply_lag_seconds double p
 
 -- Why the throttle holds the version's fill now, if it does.
 ALTER TABLE walfill.versions ADD COLUMN IF NOT EXISTS throttled text;
+
+-- The snapshot of each chunk a chunked snapshot copy read, each in a short
+-- transaction of its own: its rows are stored with the version
+-- (lsn, seq = id - 2147483648), a negative seq that names the chunk, and
+-- a change from the stream replaces such a row only if the chunk's
+-- snapshot could not see the change's transaction (`chunk_sees`). See the
+-- README's section on chunked copies.
+CREATE TABLE IF NOT EXISTS walfill.chunk_snapshots (
+    id                 serial      PRIMARY KEY,
+    version_table      text        NOT NULL,
+    -- pg_current_wal_insert_lsn() read under the chunk's snapshot
+    lsn                pg_lsn      NOT NULL,
+    -- the snapshot: pg_current_snapshot() as 64-bit xids
+    snap_xmin          bigint      NOT NULL,
+    snap_xmax          bigint      NOT NULL,
+    snap_xip           bigint[]    NOT NULL,
+    read_at            timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX IF NOT EXISTS chunk_snapshots_of ON walfill.chunk_snapshots (version_table);
+
+-- Whether chunk `chunk`'s snapshot sees transaction `xid` (32 bits, as the
+-- stream sends it; widened with the epoch closest to the snapshot's),
+-- by PostgreSQL's own rule.
+CREATE OR REPLACE FUNCTION walfill.chunk_sees(chunk integer, xid bigint)
+RETURNS boolean LANGUAGE sql STABLE PARALLEL SAFE AS $fn$
+    SELECT w.full_xid < c.snap_xmin
+           OR (w.full_xid < c.snap_xmax AND w.full_xid <> ALL (c.snap_xip))
+      FROM walfill.chunk_snapshots AS c,
+           LATERAL (SELECT c.snap_xmax + CASE WHEN d.d >= 2147483648 THEN d.d - 4294967296
+                                         WHEN d.d < -2147483648 THEN d.d + 4294967296
+                                         ELSE d.d END AS full_xid
+                      FROM (SELECT chunk_sees.xid - c.snap_xmax % 4294967296 AS d) AS d) AS w
+     WHERE c.id = chunk_sees.chunk
+$fn$;
+
+-- The key ranges of a chunked copy made by several workers (`workers`):
+-- the range's bounds on the key's first column (NULL: open), the last key
+-- stored (each range resumes after its own) and whether it is done.
+CREATE TABLE IF NOT EXISTS walfill.chunk_ranges (
+    version_table      text        NOT NULL,
+    range_no           integer     NOT NULL,
+    above              text,
+    up_to              text,
+    cursor             text[],
+    rows_copied        bigint      NOT NULL DEFAULT 0,
+    done               boolean     NOT NULL DEFAULT false,
+    PRIMARY KEY (version_table, range_no)
+);

@@ -1,0 +1,383 @@
+//! A chunked snapshot copy as a history source: each keyset chunk read in a
+//! short `REPEATABLE READ` transaction of its own, with the snapshot it was
+//! read in, so that the source's vacuum horizon is held for one chunk at
+//! most and a lost connection costs one chunk.
+//!
+//! Each chunk's transaction first locks the table in ACCESS SHARE mode
+//! (before its snapshot is taken, so a rewrite committed just before is
+//! seen through, not as an empty table), then takes the snapshot with its
+//! first query, which returns it (`pg_current_snapshot()`) and the WAL
+//! insert position under it. Rows are stored with that snapshot recorded
+//! (see `walfill.chunk_snapshots`), and the stream's changes are decided
+//! against them by what the snapshot could see (see [`crate::plan`]).
+//!
+//! The copy ends at the last key of the table as the first chunk's snapshot
+//! saw it, so that a table growing at its end as fast as it is read is
+//! still copied in bounded time. A key past that bound was written by a
+//! transaction no chunk needs: one the first snapshot could not see, which
+//! committed after the slot's consistent point (the fence sees to that),
+//! so the stream brings it.
+//!
+//! A reader task reads one chunk ahead while the previous one is stored.
+
+use std::time::{Duration, Instant};
+
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+use tokio_postgres::{Client, IsolationLevel};
+use tokio_util::sync::CancellationToken;
+use walfill_core::sql::{quote_ident, quote_literal, quote_qualified};
+use walfill_core::Version;
+use walfill_snapshot::{ChunkData, KeysetChunk, SnapshotError, SourceTable};
+
+use super::copy::{copy_table, hidden_columns, Pace};
+use crate::apply::{Batch, ChunkSnapshot, Cursor, HistorySource, Writes};
+use crate::config::PgUrl;
+use crate::db::{self, Role};
+use crate::error::{Error, Result};
+use crate::plan::Plan;
+use crate::progress::Progress;
+
+/// Attempts at one chunk when the source connection is lost.
+const ATTEMPTS: u32 = 5;
+
+/// One key range of a copy made by several workers: keys whose first
+/// column is above `above` and at most `up_to` (text values; `None`: open).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KeyRange {
+    /// The range's number.
+    pub no: i32,
+    /// The lower bound, excluded.
+    pub above: Option<String>,
+    /// The upper bound, included.
+    pub up_to: Option<String>,
+}
+
+impl KeyRange {
+    /// The range as a condition on `table`'s first key column, as it is
+    /// named now.
+    fn condition(&self, table: &SourceTable) -> Option<String> {
+        let first = table.key.first()?;
+        let sql_type = table.column(first).map(|c| c.sql_type.as_str())?;
+        let column = quote_ident(first);
+        let bounds: Vec<String> = [(">", &self.above), ("<=", &self.up_to)]
+            .into_iter()
+            .filter_map(|(op, value)| {
+                let value = value.as_ref()?;
+                Some(format!(
+                    "{column} {op} {}::{sql_type}",
+                    quote_literal(value)
+                ))
+            })
+            .collect();
+        (!bounds.is_empty()).then(|| bounds.join(" AND "))
+    }
+}
+
+/// A chunked copy of the table after `after`, as batches.
+pub struct ChunkedSource {
+    chunks: mpsc::Receiver<Result<(ChunkData, ChunkSnapshot)>>,
+    reader: Option<JoinHandle<()>>,
+    after: Option<Vec<String>>,
+    pace: Pace,
+    progress: Option<Progress>,
+    started: Instant,
+    rate: f64,
+    cancel: CancellationToken,
+    range: Option<i32>,
+}
+
+impl ChunkedSource {
+    /// Starts reading `plan`'s table (or its key range `range`) from the
+    /// source at `url`, after the key `after`. With `with_hidden`, the
+    /// plan's hidden columns are sent again after the row's own (a load
+    /// straight into the version table).
+    #[allow(clippy::too_many_arguments)]
+    pub fn open(
+        url: PgUrl,
+        plan: &Plan,
+        range: Option<KeyRange>,
+        after: Option<Vec<String>>,
+        pace: Pace,
+        with_hidden: bool,
+        progress: Progress,
+        cancel: CancellationToken,
+    ) -> ChunkedSource {
+        let range_no = range.as_ref().map(|r| r.no);
+        let (tx, chunks) = mpsc::channel(1);
+        let reader = Reader {
+            url,
+            plan: plan.clone(),
+            name: quote_qualified(&plan.source.schema, &plan.source.name),
+            chunk_rows: pace.chunk_rows,
+            with_hidden,
+            client: None,
+            until: None,
+            range,
+        };
+        let task = tokio::spawn(reader.run(after.clone(), tx, cancel.clone()));
+        ChunkedSource {
+            chunks,
+            reader: Some(task),
+            after,
+            pace,
+            progress: Some(progress),
+            started: Instant::now(),
+            rate: 0.0,
+            cancel,
+            range: range_no,
+        }
+    }
+
+    /// Stops the reader and closes the progress line.
+    pub async fn finish(mut self) {
+        if let Some(progress) = self.progress.take() {
+            progress.finish();
+        }
+        self.chunks.close();
+        if let Some(reader) = self.reader.take() {
+            let _ = reader.await;
+        }
+    }
+}
+
+/// The reader task's state.
+struct Reader {
+    url: PgUrl,
+    plan: Plan,
+    /// The table's qualified name as last seen (it may be renamed).
+    name: String,
+    chunk_rows: u32,
+    with_hidden: bool,
+    client: Option<Client>,
+    /// The last key to copy (see the module's notes), once read; `Some(None)`
+    /// when the table (or range) was empty.
+    until: Option<Option<Vec<String>>>,
+    range: Option<KeyRange>,
+}
+
+impl Reader {
+    async fn run(
+        mut self,
+        mut cursor: Option<Vec<String>>,
+        chunks: mpsc::Sender<Result<(ChunkData, ChunkSnapshot)>>,
+        cancel: CancellationToken,
+    ) {
+        loop {
+            let read = tokio::select! {
+                _ = cancel.cancelled() => Err(Error::Interrupted),
+                read = self.read_with_retries(cursor.as_deref()) => read,
+            };
+            let next = match &read {
+                Ok((data, _)) if data.read.rows >= u64::from(self.chunk_rows) => {
+                    data.read.last_key.clone()
+                }
+                _ => None,
+            };
+            if chunks.send(read).await.is_err() {
+                return;
+            }
+            match next {
+                Some(key) => cursor = Some(key),
+                None => return,
+            }
+        }
+    }
+
+    /// Reads the chunk after `after`, again on a new connection when the
+    /// connection is lost.
+    async fn read_with_retries(
+        &mut self,
+        after: Option<&[String]>,
+    ) -> Result<(ChunkData, ChunkSnapshot)> {
+        let mut attempt = 1;
+        loop {
+            match self.read_once(after).await {
+                Ok(read) => return Ok(read),
+                Err(e) if attempt < ATTEMPTS && connection_lost(&e) => {
+                    tracing::warn!(
+                        error = %e.describe(),
+                        attempt,
+                        "the source connection was lost while reading a chunk; reading it again"
+                    );
+                    self.client = None;
+                    tokio::time::sleep(Duration::from_millis(200 << attempt)).await;
+                    attempt += 1;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    async fn read_once(&mut self, after: Option<&[String]>) -> Result<(ChunkData, ChunkSnapshot)> {
+        if self.client.as_ref().is_none_or(Client::is_closed) {
+            self.client = Some(db::connect(&self.url, Role::Source).await?);
+        }
+        let client = self.client.as_mut().expect("connected");
+        let relid = self.plan.source.oid;
+        loop {
+            let tx = client
+                .build_transaction()
+                .isolation_level(IsolationLevel::RepeatableRead)
+                .read_only(true)
+                .start()
+                .await
+                .map_err(|e| Error::source_query("opening a chunk's transaction", e))?;
+            // The lock comes before the snapshot: it waits for a rewrite
+            // to commit, and the snapshot then sees through it.
+            let locked = tx
+                .batch_execute(&format!("LOCK TABLE {} IN ACCESS SHARE MODE", self.name))
+                .await;
+            let renamed = match locked {
+                Ok(()) => false,
+                Err(e) if e.code() == Some(&tokio_postgres::error::SqlState::UNDEFINED_TABLE) => {
+                    true
+                }
+                Err(e) => return Err(Error::source_query("locking the source table", e)),
+            };
+            let row = tx
+                .query_one(
+                    "SELECT pg_snapshot_xmin(s)::text::bigint, pg_snapshot_xmax(s)::text::bigint,
+                            ARRAY(SELECT x::text::bigint FROM pg_snapshot_xip(s) AS x),
+                            pg_current_wal_insert_lsn()::text,
+                            (SELECT ARRAY[n.nspname::text, c.relname::text]
+                               FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+                              WHERE c.oid = $1)
+                       FROM pg_current_snapshot() AS s",
+                    &[&relid],
+                )
+                .await
+                .map_err(|e| Error::source_query("reading a chunk's snapshot", e))?;
+            let Some(name) = row
+                .get::<_, Option<Vec<String>>>(4)
+                .map(|n| quote_qualified(&n[0], &n[1]))
+            else {
+                return Err(Error::SchemaChanged(format!(
+                    "source table {} was dropped during the copy",
+                    self.plan.source
+                )));
+            };
+            if renamed || name != self.name {
+                // Renamed since the last chunk: lock it by its new name.
+                tracing::info!(from = %self.name, to = %name, "the source table was renamed");
+                self.name = name;
+                drop(tx);
+                continue;
+            }
+            let lsn_text: String = row.get(3);
+            let snapshot = ChunkSnapshot {
+                lsn: lsn_text
+                    .parse()
+                    .map_err(|_| Error::Internal(format!("unreadable WAL position {lsn_text}")))?,
+                xmin: row.get(0),
+                xmax: row.get(1),
+                xip: row.get(2),
+            };
+            let now = SourceTable::describe_oid(&tx, relid).await?;
+            let table = copy_table(&self.plan, &now)?;
+            let extra = if self.with_hidden {
+                hidden_columns(&self.plan, &table)
+            } else {
+                Vec::new()
+            };
+            let scope = self.range.as_ref().and_then(|r| r.condition(&table));
+            if self.until.is_none() {
+                let last = tx
+                    .query_opt(
+                        KeysetChunk::last_key_sql(&table, scope.as_deref()).as_str(),
+                        &[],
+                    )
+                    .await
+                    .map_err(|e| Error::source_query("reading the table's last key", e))?;
+                self.until = Some(last.map(|row| row.get(0)));
+            }
+            let until = self.until.clone().flatten();
+            let data = match &until {
+                Some(until) => {
+                    KeysetChunk::new(&table, after, self.chunk_rows)
+                        .until(Some(until))
+                        .within(scope.as_deref())
+                        .with_extra(&extra)
+                        .read(&tx)
+                        .await?
+                }
+                None => ChunkData::default(),
+            };
+            tx.commit()
+                .await
+                .map_err(|e| Error::source_query("closing a chunk's transaction", e))?;
+            return Ok((data, snapshot));
+        }
+    }
+}
+
+/// Whether `e` is the source connection going away (a restart, a
+/// terminated backend, a network cut), so that reading again may work.
+fn connection_lost(e: &Error) -> bool {
+    match e {
+        Error::Connect { .. } => true,
+        Error::Source(SnapshotError::Query { source, .. }) => {
+            source.is_closed()
+                || source.code().is_none_or(|c| {
+                    let class = &c.code()[..2];
+                    class == "08" || class == "57"
+                })
+        }
+        _ => false,
+    }
+}
+
+impl HistorySource for ChunkedSource {
+    async fn next(&mut self) -> Result<Option<Batch>> {
+        if self.cancel.is_cancelled() {
+            return Err(Error::Interrupted);
+        }
+        self.started = Instant::now();
+        let Some(read) = self.chunks.recv().await else {
+            return Ok(None);
+        };
+        let (data, snapshot) = read?;
+        let Some(last_key) = data.read.last_key.clone() else {
+            return Ok(None);
+        };
+        let rows = i64::try_from(data.read.rows).unwrap_or(i64::MAX);
+        let after = self.after.replace(last_key.clone());
+        Ok(Some(Batch {
+            writes: Writes::Chunk {
+                data,
+                version: Version {
+                    commit_lsn: snapshot.lsn,
+                    seq: 0,
+                },
+                snapshot: Some(snapshot),
+                after,
+            },
+            truncate: None,
+            truncate_xid: None,
+            changes: 0,
+            cursor: Some(match self.range {
+                Some(range) => Cursor::Ranged {
+                    range,
+                    last_key,
+                    rows,
+                },
+                None => Cursor::Copied {
+                    last_key,
+                    rows,
+                    rate: self.rate,
+                },
+            }),
+        }))
+    }
+
+    async fn stored(&mut self, cursor: &Cursor) -> Result<()> {
+        let (Cursor::Copied { rows, .. } | Cursor::Ranged { rows, .. }) = cursor else {
+            return Ok(());
+        };
+        let rows = u64::try_from(*rows).unwrap_or(0);
+        if let Some(progress) = self.progress.as_mut() {
+            self.rate = progress.advance(rows);
+        }
+        super::copy::pace(self.pace, rows, self.started, &self.cancel).await
+    }
+}
