@@ -291,6 +291,53 @@ fn parallel_key_ranges_under_writes_resume_each_range_and_are_exact() {
     assert_orders_exact(&db);
 }
 
+/// The table and a column the transform reads are renamed between two
+/// chunks, and the table is rewritten (VACUUM FULL), while a chunked
+/// copy runs: each chunk locks the table by its name of the moment and
+/// reads the columns by their attribute numbers; the view is exact.
+#[test]
+fn a_chunked_copy_reads_through_renames_and_a_rewrite_between_chunks() {
+    let db = TestDb::new("chunked_rename");
+    create_orders(&db, 12_000);
+    let walfill = Walfill::new(
+        &db,
+        &format!(
+            "{}max_rows_per_second = 4000\n\n{}",
+            CHUNKED.replace("chunk_rows = 1000", "chunk_rows = 500"),
+            orders_target("v1")
+        ),
+    );
+    walfill.ok(&["setup"]);
+    let run = walfill.spawn(&["backfill", "orders_summary"]);
+    db.wait_for(
+        "SELECT rows_copied >= 3000 FROM walfill.versions",
+        Duration::from_secs(60),
+        "the copy to pass 3000 rows",
+    );
+    db.exec(
+        "ALTER TABLE orders RENAME TO orders_renamed;
+         ALTER TABLE orders_renamed RENAME COLUMN status TO state;
+         UPDATE orders_renamed SET state = 'renamed', note = 'after' WHERE id % 50 = 0;",
+    );
+    db.wait_for(
+        "SELECT rows_copied >= 6000 FROM walfill.versions",
+        Duration::from_secs(60),
+        "the copy to pass 6000 rows",
+    );
+    // A rewrite: the table gets new files between two chunks.
+    db.exec("VACUUM FULL orders_renamed");
+    db.exec("INSERT INTO orders_renamed VALUES (500000, 1, 'late', 5, 'new')");
+    walfill.wait_ok(run, Duration::from_secs(120));
+    assert_view_matches(
+        &db,
+        "derived.orders_summary",
+        "orders_renamed",
+        &ORDERS_SELECT.replace("upper(status)", "upper(state)"),
+        Some(&ORDERS_WHERE.replace("status", "state")),
+        "id",
+    );
+}
+
 fn wait_child(mut child: std::process::Child, timeout: Duration) -> std::process::ExitStatus {
     let started = Instant::now();
     loop {

@@ -228,13 +228,16 @@ impl Reader {
             let locked = tx
                 .batch_execute(&format!("LOCK TABLE {} IN ACCESS SHARE MODE", self.name))
                 .await;
-            let renamed = match locked {
-                Ok(()) => false,
+            match locked {
+                Ok(()) => {}
                 Err(e) if e.code() == Some(&tokio_postgres::error::SqlState::UNDEFINED_TABLE) => {
-                    true
+                    // Renamed since the last chunk: find its name by OID.
+                    drop(tx);
+                    self.name = current_name(client, relid, &self.plan).await?;
+                    continue;
                 }
                 Err(e) => return Err(Error::source_query("locking the source table", e)),
-            };
+            }
             let row = tx
                 .query_one(
                     "SELECT pg_snapshot_xmin(s)::text::bigint, pg_snapshot_xmax(s)::text::bigint,
@@ -248,20 +251,11 @@ impl Reader {
                 )
                 .await
                 .map_err(|e| Error::source_query("reading a chunk's snapshot", e))?;
-            let Some(name) = row
-                .get::<_, Option<Vec<String>>>(4)
-                .map(|n| quote_qualified(&n[0], &n[1]))
-            else {
-                return Err(Error::SchemaChanged(format!(
-                    "source table {} was dropped during the copy",
-                    self.plan.source
-                )));
-            };
-            if renamed || name != self.name {
-                // Renamed since the last chunk: lock it by its new name.
-                tracing::info!(from = %self.name, to = %name, "the source table was renamed");
-                self.name = name;
+            let name = qualified(row.get(4), &self.plan)?;
+            if name != self.name {
+                // The name now belongs to another table: lock ours by its own.
                 drop(tx);
+                self.name = name;
                 continue;
             }
             let lsn_text: String = row.get(3);
@@ -309,6 +303,35 @@ impl Reader {
             return Ok((data, snapshot));
         }
     }
+}
+
+/// The table's qualified name from `[schema, name]`, or the error saying
+/// it was dropped.
+fn qualified(name: Option<Vec<String>>, plan: &Plan) -> Result<String> {
+    match name.as_deref() {
+        Some([schema, table]) => Ok(quote_qualified(schema, table)),
+        _ => Err(Error::SchemaChanged(format!(
+            "source table {} was dropped during the copy; {}",
+            plan.source,
+            plan.rebuild_hint()
+        ))),
+    }
+}
+
+/// The current qualified name of the table with OID `relid`.
+async fn current_name(client: &Client, relid: u32, plan: &Plan) -> Result<String> {
+    let row = client
+        .query_opt(
+            "SELECT ARRAY[n.nspname::text, c.relname::text]
+               FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+              WHERE c.oid = $1",
+            &[&relid],
+        )
+        .await
+        .map_err(|e| Error::source_query("looking up the source table's name", e))?;
+    let name = qualified(row.map(|r| r.get(0)), plan)?;
+    tracing::info!(now = %name, "the source table was renamed during the copy");
+    Ok(name)
 }
 
 /// Whether `e` is the source connection going away (a restart, a

@@ -113,6 +113,14 @@ pub fn run(seed: u64, scale: Scale) -> Result<Outcome, String> {
     }
     // Every path in turn, whatever the generator does.
     let kind = [Kind::Snapshot, Kind::ReplayCreation, Kind::ReplayBase][(seed % 3) as usize];
+    // Snapshot runs alternate between the exported snapshot and chunks
+    // (every other chunked run with two workers); a base snapshot comes
+    // from an exported one only.
+    let copy = match (kind, (seed / 3) % 4) {
+        (Kind::Snapshot, 1) => "snapshot = \"chunked\"\n",
+        (Kind::Snapshot, 3) => "snapshot = \"chunked\"\nworkers = 2\n",
+        _ => "snapshot = \"exported\"\n",
+    };
     let mut out = Outcome::default();
     let db = TestDb::new("tt");
     let schema = if rng.below(4) == 0 { "my.s" } else { "public" };
@@ -149,7 +157,7 @@ pub fn run(seed: u64, scale: Scale) -> Result<Outcome, String> {
             .map(|f| format!("where = \"{f}\"\n"))
             .unwrap_or_default();
         format!(
-            "[archive]\nurl = \"{}\"\nwait_seconds = 120\n\n[backfill]\nchunk_rows = 50\n\
+            "[archive]\nurl = \"{}\"\nwait_seconds = 120\n\n[backfill]\nchunk_rows = 50\n{copy}\
              apply_batch_changes = 100\napply_memory_mb = 1\nswap_max_lag_bytes = 262144\n\n\
              [[target]]\nname = \"tv\"\nsource = \"{source}\"\nselect = \"{select}\"\n{filter}\
              version = \"{version}\"\n",
