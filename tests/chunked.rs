@@ -570,3 +570,74 @@ fn a_commit_invisible_past_its_wal_record_is_decided_by_the_chunks_snapshots() {
 fn the_same_race_decided_by_a_watermark_lsn_loses_the_invisible_commit() {
     assert_eq!(race(true), vec![10, 1010, 2990]);
 }
+
+/// `walfill.chunk_sees` applies PostgreSQL's visibility rule to 32-bit
+/// xids as the stream sends them, widened by the epoch nearest the chunk's
+/// snapshot, including snapshots that straddle an epoch boundary.
+#[test]
+fn chunk_visibility_widens_stream_xids_across_an_epoch() {
+    let db = TestDb::new("chunk_sees");
+    let mut client = db.client();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let (dest, connection) = tokio_postgres::connect(&db.url(), tokio_postgres::NoTls)
+            .await
+            .unwrap();
+        tokio::spawn(connection);
+        walfill::state::install(&dest).await.unwrap();
+    });
+    let epoch = 1i64 << 32;
+    // (xmin, xmax, running) of three snapshots: in epoch 0, in epoch 5,
+    // and one whose running xids straddle the step from epoch 5 to 6.
+    let snapshots: [(i64, i64, &str); 3] = [
+        (1000, 1010, "{1003,1007}"),
+        (5 * epoch + 100, 5 * epoch + 120, "{}"),
+        (
+            6 * epoch - 10,
+            6 * epoch + 5,
+            &format!("{{{},{}}}", 6 * epoch - 3, 6 * epoch + 2),
+        ),
+    ];
+    let mut ids = Vec::new();
+    for (xmin, xmax, xip) in snapshots {
+        let id: i32 = client
+            .query_one(
+                "INSERT INTO walfill.chunk_snapshots (version_table, lsn, snap_xmin, snap_xmax, snap_xip)
+                 VALUES ('t', '0/1', $1, $2, $3::text::bigint[]) RETURNING id",
+                &[&xmin, &xmax, &xip],
+            )
+            .unwrap()
+            .get(0);
+        ids.push(id);
+    }
+    let low = |full: i64| full & 0xffff_ffff;
+    let cases: Vec<(usize, i64, bool)> = vec![
+        (0, 999, true),                   // before xmin
+        (0, 1003, false),                 // running
+        (0, 1005, true),                  // committed between xmin and xmax
+        (0, 1010, false),                 // at xmax: started after
+        (0, 1500, false),                 // long after
+        (1, low(5 * epoch + 99), true),   // the same low bits in epoch 5
+        (1, low(5 * epoch + 120), false), // at xmax
+        (2, low(6 * epoch - 11), true),   // before xmin, epoch 5
+        (2, low(6 * epoch - 3), false),   // running, epoch 5
+        (2, low(6 * epoch - 1), true),    // committed, epoch 5
+        (2, low(6 * epoch + 1), true),    // committed, epoch 6 (low bits 1)
+        (2, low(6 * epoch + 2), false),   // running, epoch 6
+        (2, low(6 * epoch + 7), false),   // after xmax, epoch 6
+    ];
+    for (snapshot, xid, visible) in cases {
+        let seen: bool = client
+            .query_one("SELECT walfill.chunk_sees($1, $2)", &[&ids[snapshot], &xid])
+            .unwrap()
+            .get(0);
+        assert_eq!(
+            seen, visible,
+            "snapshot {snapshot} {:?}, stream xid {xid}",
+            snapshots[snapshot]
+        );
+    }
+}
