@@ -53,6 +53,14 @@ impl OldestXact {
     }
 }
 
+/// The one number `sql` returns.
+fn number(db: &TestDb, sql: &str) -> i64 {
+    db.value(sql)
+        .unwrap_or_else(|| panic!("{sql} returned NULL"))
+        .parse()
+        .unwrap_or_else(|e| panic!("{sql}: {e}"))
+}
+
 /// The view equals the transform of the source, row by row.
 fn assert_orders_exact(db: &TestDb) {
     assert_view_matches(
@@ -104,11 +112,7 @@ fn a_chunked_copy_under_writes_holds_no_long_transaction_and_is_exact() {
         oldest < 1.0,
         "a walfill transaction on the source stayed open {oldest:.2} s during a copy of {copy:?}"
     );
-    let chunks: i64 = db
-        .value("SELECT count(*) FROM walfill.chunk_snapshots")
-        .unwrap()
-        .parse()
-        .unwrap();
+    let chunks: i64 = number(&db, "SELECT count(*) FROM walfill.chunk_snapshots");
     // The copy ends at the last key the first chunk saw: the writer's new
     // keys come from the stream, however fast they come.
     assert!(
@@ -144,11 +148,7 @@ fn a_chunked_copy_killed_and_cut_off_mid_chunk_resumes_exactly() {
     );
     run.kill().expect("SIGKILL walfill");
     let _ = run.wait();
-    let stored: i64 = db
-        .value("SELECT rows_copied FROM walfill.versions")
-        .unwrap()
-        .parse()
-        .unwrap();
+    let stored: i64 = number(&db, "SELECT rows_copied FROM walfill.versions");
 
     let sampler = OldestXact::start(&db);
     let log = std::env::temp_dir().join(format!("walfill-chunked-{}.log", std::process::id()));
@@ -196,11 +196,7 @@ fn a_chunked_copy_killed_and_cut_off_mid_chunk_resumes_exactly() {
     // Resumed after its last stored chunk: the rows add up to the table's
     // (the rerun's bound includes keys the writer added meanwhile); a copy
     // started over would count the first run's {stored} rows twice.
-    let copied: i64 = db
-        .value("SELECT rows_copied FROM walfill.versions")
-        .unwrap()
-        .parse()
-        .unwrap();
+    let copied: i64 = number(&db, "SELECT rows_copied FROM walfill.versions");
     assert!(
         (28_000..30_000 + stored).contains(&copied),
         "{copied} rows counted as copied for about 30000, {stored} of them before the kill"
@@ -236,11 +232,7 @@ fn parallel_key_ranges_under_writes_resume_each_range_and_are_exact() {
     );
     run.kill().expect("SIGKILL walfill");
     let _ = run.wait();
-    let stored: i64 = db
-        .value("SELECT rows_copied FROM walfill.versions")
-        .unwrap()
-        .parse()
-        .unwrap();
+    let stored: i64 = number(&db, "SELECT rows_copied FROM walfill.versions");
     let ranges = db
         .value(
             "SELECT string_agg(coalesce(above, '-') || '..' || coalesce(up_to, '-'), ' ' ORDER BY range_no)
@@ -275,11 +267,7 @@ fn parallel_key_ranges_under_writes_resume_each_range_and_are_exact() {
         .unwrap();
     assert_eq!(after, ranges, "ranges {ranges} are not all done: {after}");
     assert!(before.iter().all(|c| !c.is_empty()));
-    let copied: i64 = db
-        .value("SELECT rows_copied FROM walfill.versions")
-        .unwrap()
-        .parse()
-        .unwrap();
+    let copied: i64 = number(&db, "SELECT rows_copied FROM walfill.versions");
     // Each range went on from its own cursor: ranges started over would
     // count the {stored} rows stored before the kill twice.
     assert!(
@@ -523,11 +511,7 @@ fn race(lsn_rule: bool) -> Vec<i64> {
     let status = wait_child(run, Duration::from_secs(120));
     let text = std::fs::read_to_string(&log).unwrap_or_default();
     assert!(status.success(), "the backfill failed:\n{text}");
-    let chunks: i64 = db
-        .value("SELECT count(*) FROM walfill.chunk_snapshots")
-        .unwrap()
-        .parse()
-        .unwrap();
+    let chunks: i64 = number(&db, "SELECT count(*) FROM walfill.chunk_snapshots");
     assert_eq!(chunks, 6, "3000 rows in chunks of 500");
 
     let rows = |sql: &str| -> Vec<(i64, String)> {
