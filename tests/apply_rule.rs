@@ -11,7 +11,7 @@ use walfill::apply::{Batch, Era, Fold, Folder, Store, Writes};
 use walfill::config::QualifiedName;
 use walfill::plan::{self, Definition, Plan};
 use walfill_core::{Column, Datum, Lsn, Relation, RowChange, Transaction, TxnVersions, Version};
-use walfill_snapshot::KeysetChunk;
+use walfill_snapshot::{ChunkRows, CopyFormat, KeysetChunk};
 
 use crate::support::TestDb;
 
@@ -126,7 +126,7 @@ impl Fixture {
                     RowChange::Truncate { .. } => truncate = truncate.max(Some(version)),
                     _ => {
                         folder
-                            .fold(&mut fold, version, Some(txn.xid), change)
+                            .fold(&mut fold, version, Some(txn.xid), change.clone())
                             .unwrap();
                     }
                 }
@@ -155,13 +155,16 @@ impl Fixture {
             .unwrap();
         let mut cursor: Option<Vec<String>> = None;
         loop {
-            let chunk = KeysetChunk::new(&store.plan().source, cursor.as_deref(), 7);
-            let data = chunk.read(&stx).await.unwrap();
-            let last = data.read.last_key.clone();
+            let chunk = KeysetChunk::new(&store.plan().source, cursor.as_deref(), 7)
+                .in_format(CopyFormat::Binary);
+            let Some(reading) = chunk.start(&stx).await.unwrap() else {
+                break;
+            };
+            let (sender, rows) = ChunkRows::channel(CopyFormat::Binary);
             let tx = self.dest.transaction().await.unwrap();
             let mut batch = Batch {
                 writes: Writes::Chunk {
-                    data,
+                    rows,
                     version: Version::snapshot(boundary),
                     snapshot: None,
                     after: cursor.clone(),
@@ -171,11 +174,16 @@ impl Fixture {
                 changes: 0,
                 cursor: None,
             };
-            store.store(&tx, &mut batch, mark).await.unwrap();
+            let (read, stored) = tokio::join!(
+                reading.forward(&sender, None),
+                store.store(&tx, &mut batch, mark)
+            );
+            let read = read.unwrap();
+            assert_eq!(stored.unwrap().chunk, Some(read.clone()));
             tx.commit().await.unwrap();
-            match last {
-                Some(k) => cursor = Some(k),
-                None => break,
+            match read.last_key {
+                Some(k) if read.rows == 7 => cursor = Some(k),
+                _ => break,
             }
         }
         stx.commit().await.unwrap();

@@ -206,6 +206,74 @@ fn a_chunked_copy_killed_and_cut_off_mid_chunk_resumes_exactly() {
     assert_orders_exact(&db);
 }
 
+/// The source connection cut while a chunk's rows are on their way (the
+/// destination held after the previous chunk's COPY, so the reader is
+/// stuck in the middle of the next one): what arrived of the chunk is
+/// rolled back, the chunk is read again on a new connection, and the
+/// version is exact, every row counted once.
+#[test]
+fn a_chunk_cut_off_while_its_rows_stream_is_read_and_stored_again() {
+    let db = TestDb::new("chunked_cut");
+    // 60 MB in chunks of 15 MB: far more than walfill keeps in flight.
+    db.exec(
+        "CREATE TABLE wide (id int PRIMARY KEY, body text);
+         INSERT INTO wide SELECT g, repeat(md5(g::text), 32) FROM generate_series(1, 60000) g;",
+    );
+    let select = "id, length(body) AS n, left(body, 8) AS head";
+    let walfill = Walfill::new(
+        &db,
+        &format!(
+            "[backfill]\nsnapshot = \"chunked\"\nchunk_rows = 15000\nwriters = 1\n\n\
+             [[target]]\nname = \"cut\"\nsource = \"public.wide\"\nselect = \"{select}\"\n\
+             version = \"v1\"\n"
+        ),
+    );
+    walfill.ok(&["setup"]);
+    let dir = std::env::temp_dir().join(format!("walfill-cut-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (log, release) = (dir.join("walfill.log"), dir.join("release"));
+    let _ = std::fs::remove_file(&release);
+    let run = walfill
+        .command_env(
+            &["backfill", "cut", "--no-swap"],
+            &[
+                ("WALFILL_FAILPOINTS", "copy.chunk_copied"),
+                ("WALFILL_FAILPOINT_RELEASE", release.to_str().unwrap()),
+            ],
+        )
+        .stderr(File::create(&log).unwrap())
+        .spawn()
+        .expect("spawn walfill");
+    wait_log(
+        &log,
+        "failpoint copy.chunk_copied holding",
+        Duration::from_secs(60),
+    );
+    // The next chunk's COPY on the source waits for walfill to take more.
+    db.wait_for(
+        "SELECT count(pg_terminate_backend(pid)) > 0 FROM pg_stat_activity
+          WHERE datname = current_database() AND application_name LIKE 'walfill%'
+            AND query LIKE 'COPY (SELECT%' AND wait_event = 'ClientWrite'",
+        Duration::from_secs(30),
+        "a chunk's COPY to cut off in the middle",
+    );
+    std::fs::write(&release, "").unwrap();
+    let status = wait_child(run, Duration::from_secs(120));
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(status.success(), "the backfill failed:\n{text}");
+    assert!(
+        text.contains("reading it again") && text.contains("cut off; it is stored again"),
+        "the chunk was not read and stored again:\n{text}"
+    );
+    assert_eq!(
+        number(&db, "SELECT rows_copied FROM walfill.versions"),
+        60_000,
+        "every row counted once"
+    );
+    walfill.ok(&["swap", "cut", "v1"]);
+    assert_view_matches(&db, "public.cut", "wide", select, None, "id");
+}
+
 /// Three workers copy key ranges cut from the key's histogram, with writes
 /// going on; killed mid-copy, each range resumes after its own last stored
 /// key, and the view is exact.

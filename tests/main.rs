@@ -10,6 +10,7 @@ mod archiver;
 mod bad_input;
 mod boundary;
 mod chunked;
+mod formats;
 mod journal;
 mod layouts;
 mod operator;

@@ -286,8 +286,10 @@ fn an_undecodable_column_matters_only_when_the_transform_reads_it() {
     );
 }
 
-/// `kill -9` while replaying: the rerun keeps the slot and the rows stored,
-/// and ends exact.
+/// `kill -9` while replaying, once while the WAL is decoded (nothing is
+/// stored then) and once while the merged rows are loaded: each rerun keeps
+/// the slot, the second goes on after the last key stored, and the version
+/// ends exact. The fold's memory bound (1 MiB) makes it spill to disk.
 #[test]
 fn kill_mid_replay_then_rerun() {
     let db = TestDb::new("rp_kill");
@@ -303,21 +305,24 @@ fn kill_mid_replay_then_rerun() {
              COMMIT;
          END LOOP; END $$;",
     );
-    let settings = "[backfill]\napply_batch_changes = 300\nreplay_memory_mb = 1\n";
+    let settings = "[backfill]\nchunk_rows = 500\nreplay_memory_mb = 1\n";
     walfill.configure(
         &db,
         &format!("{archive}\n{settings}\n{}", orders_target("v1")),
     );
     walfill.ok(&["setup"]);
-    let mut run = walfill.spawn(&["backfill", "orders_summary", "--no-swap"]);
-    db.wait_for(
-        "SELECT replayed_lsn IS NOT NULL FROM walfill.versions",
-        Duration::from_secs(120),
-        "the replay to store a batch",
-    );
-    run.kill().expect("SIGKILL walfill");
-    let _ = run.wait();
+    let args = ["backfill", "orders_summary", "--no-swap"];
+    // Killed after its third run is on disk: nothing is stored yet.
+    let killed = walfill.run_env(&args, &[("WALFILL_FAILPOINTS", "replay.spilled@3")]);
+    assert!(!killed.status.success());
     assert_eq!(version_field(&db, "v1", "phase"), "replaying");
+    assert_eq!(version_field(&db, "v1", "load_cursor IS NULL"), "true");
+    // Killed after the 40th batch it stored (a few record how far it
+    // decoded; the rest are rows, 500 a batch).
+    let killed = walfill.run_env(&args, &[("WALFILL_FAILPOINTS", "replay.batch@40")]);
+    assert!(!killed.status.success());
+    assert_eq!(version_field(&db, "v1", "phase"), "replaying");
+    assert_eq!(version_field(&db, "v1", "load_cursor IS NOT NULL"), "true");
     let stored: i64 = version_field(
         &db,
         "v1",
@@ -326,6 +331,11 @@ fn kill_mid_replay_then_rerun() {
     .parse()
     .unwrap();
     assert!(stored > 0, "nothing was stored before the kill");
+    assert_eq!(
+        version_field(&db, "v1", "rows_copied"),
+        stored.to_string(),
+        "the rows counted are the rows stored"
+    );
     // Rows stored by the killed run carry destination transaction ids below
     // this one; a rerun that started over would have replaced them all.
     let rerun_from: i64 = db.value("SELECT txid_current()").unwrap().parse().unwrap();
@@ -352,8 +362,15 @@ fn kill_mid_replay_then_rerun() {
     let boundaries = db
         .value("SELECT count(*) FROM walfill.events WHERE kind = 'boundary'")
         .unwrap();
-    assert_eq!(boundaries, "1", "the rerun kept the slot and its boundary");
+    assert_eq!(boundaries, "1", "the reruns kept the slot and its boundary");
     assert_eq!(version_field(&db, "v1", "path"), "replay");
+    let spilled = db
+        .value(
+            "SELECT count(*) FROM walfill.events WHERE kind = 'filled'
+                AND (detail->>'spilled_runs')::int > 1",
+        )
+        .unwrap();
+    assert_eq!(spilled, "1", "the fold spilled sorted runs to disk");
     let view = "derived.orders_summary";
     assert_view_matches(&db, view, "orders", ORDERS_SELECT, Some(ORDERS_WHERE), "id");
 }

@@ -2,19 +2,21 @@
 //!
 //! A chunk is `rows with key > cursor, ordered by key, LIMIT n`: every chunk
 //! costs one index range scan however far the copy has got (OFFSET would
-//! re-read everything before it). The rows stream to any sink in COPY text
-//! format; the last row's key becomes the next cursor.
+//! re-read everything before it). The rows stream on as they arrive (see
+//! [`crate::rows`]); the last row's key becomes the next cursor. In binary
+//! format each row also carries its key as text after its own columns, so
+//! the cursor is the key as the source prints it, whatever its type; the
+//! reader strips it before the row goes on.
 
-use bytes::{Bytes, BytesMut};
-use futures_util::{pin_mut, SinkExt, StreamExt};
-use tokio_postgres::CopyInSink;
+use bytes::Bytes;
+use futures_util::StreamExt;
 
 use crate::error::SnapshotError;
+use crate::rows::{
+    split_copy_line, strip_binary_header, BinaryRow, ChunkRead, CopyFormat, PieceWriter, RowsSender,
+};
 use crate::sql::{ident_list, quote_ident, quote_literal};
 use crate::table::SourceTable;
-
-/// Bytes of COPY data gathered into one buffer.
-const FORWARD_BYTES: usize = 256 * 1024;
 
 /// One chunk to read: the table's replicated columns, keys after `after`.
 #[derive(Clone, Debug)]
@@ -25,16 +27,7 @@ pub struct KeysetChunk<'a> {
     until: Option<&'a [String]>,
     scope: Option<&'a str>,
     extra: &'a [String],
-}
-
-/// What a chunk read produced.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ChunkRead {
-    /// Rows copied.
-    pub rows: u64,
-    /// Key of the last row in text form (the next cursor); `None` when the
-    /// chunk was empty, which means the copy is complete.
-    pub last_key: Option<Vec<String>>,
+    format: CopyFormat,
 }
 
 impl<'a> KeysetChunk<'a> {
@@ -48,7 +41,14 @@ impl<'a> KeysetChunk<'a> {
             until: None,
             scope: None,
             extra: &[],
+            format: CopyFormat::Text,
         }
+    }
+
+    /// The same chunk read in `format`.
+    pub fn in_format(mut self, format: CopyFormat) -> Self {
+        self.format = format;
+        self
     }
 
     /// The same chunk of the keys up to `until` (included) only.
@@ -121,14 +121,20 @@ impl<'a> KeysetChunk<'a> {
         format!("({key}) {op} ({})", values.join(", "))
     }
 
-    /// `COPY (SELECT ... WHERE (key) > (cursor) ORDER BY key LIMIT n) TO STDOUT`.
+    /// `COPY (SELECT ... WHERE (key) > (cursor) ORDER BY key LIMIT n) TO
+    /// STDOUT`, in binary with the key's text after each row's columns.
     pub fn copy_out_sql(&self) -> String {
-        let columns = ident_list(
+        let mut columns = ident_list(
             self.table
                 .replicated_columns()
                 .map(|c| c.name.as_str())
                 .chain(self.extra.iter().map(String::as_str)),
         );
+        if self.format == CopyFormat::Binary {
+            for (i, k) in self.table.key.iter().enumerate() {
+                columns.push_str(&format!(", {}::text AS _walfill_key_{i}", quote_ident(k)));
+            }
+        }
         let key = ident_list(self.table.key.iter().map(String::as_str));
         let mut sql = format!("SELECT {columns} FROM {}", self.table.quoted());
         let conditions: Vec<String> = self
@@ -141,7 +147,7 @@ impl<'a> KeysetChunk<'a> {
             sql.push_str(&format!(" WHERE {}", conditions.join(" AND ")));
         }
         sql.push_str(&format!(" ORDER BY {key} LIMIT {}", self.limit));
-        format!("COPY ({sql}) TO STDOUT")
+        format!("COPY ({sql}) TO STDOUT{}", self.format.option())
     }
 
     /// Positions of the key columns among the copied columns.
@@ -158,164 +164,148 @@ impl<'a> KeysetChunk<'a> {
             .collect()
     }
 
-    /// Reads the chunk from `source` (inside the snapshot's transaction)
-    /// into memory: at most `limit` rows.
-    pub async fn read(
+    /// Starts reading the chunk from `source` (inside its snapshot's
+    /// transaction); `None` when no row follows the cursor, which means the
+    /// copy is complete.
+    pub async fn start(
         &self,
         source: &tokio_postgres::Transaction<'_>,
-    ) -> Result<ChunkData, SnapshotError> {
+    ) -> Result<Option<ChunkReading>, SnapshotError> {
         let table = self.table.to_string();
+        let failed = |e| SnapshotError::query(format!("reading a chunk of {table}"), e);
         let stream = source
             .copy_out(&self.copy_out_sql())
             .await
-            .map_err(|e| SnapshotError::query(format!("reading a chunk of {table}"), e))?;
-        pin_mut!(stream);
-        // Rows arrive one per message; keep them in larger buffers.
-        let mut last: Option<Bytes> = None;
-        let mut rows = 0u64;
-        let mut parts = Vec::new();
-        let mut buffer = BytesMut::with_capacity(FORWARD_BYTES + 4096);
-        while let Some(row) = stream.next().await {
-            let row =
-                row.map_err(|e| SnapshotError::query(format!("reading a chunk of {table}"), e))?;
-            buffer.extend_from_slice(&row);
-            last = Some(row);
-            rows += 1;
-            if buffer.len() >= FORWARD_BYTES {
-                parts.push(buffer.split().freeze());
-            }
-        }
-        if !buffer.is_empty() {
-            parts.push(buffer.freeze());
-        }
-        let last_key = match last {
-            None => None,
-            Some(line) => {
-                let fields = split_copy_line(&line)?;
-                let key = self
-                    .key_positions()
-                    .into_iter()
-                    .map(|i| {
-                        fields.get(i).cloned().flatten().ok_or_else(|| {
-                            SnapshotError::Protocol(format!(
-                                "a key column of {table} is missing or NULL in COPY output"
-                            ))
-                        })
-                    })
-                    .collect::<Result<Vec<_>, _>>()?;
-                Some(key)
+            .map_err(failed)?;
+        let mut stream = Box::pin(stream);
+        let Some(first) = stream.next().await.transpose().map_err(failed)? else {
+            return Ok(None);
+        };
+        let first = match self.format {
+            CopyFormat::Text => first,
+            CopyFormat::Binary => {
+                let rest = strip_binary_header(&first)?.len();
+                first.slice(first.len() - rest..)
             }
         };
-        Ok(ChunkData {
-            read: ChunkRead { rows, last_key },
-            parts,
-        })
-    }
-}
-
-/// A chunk read into memory, in COPY text format.
-#[derive(Clone, Debug, Default)]
-pub struct ChunkData {
-    /// Rows and last key.
-    pub read: ChunkRead,
-    parts: Vec<Bytes>,
-}
-
-impl ChunkData {
-    /// The rows, each as its fields in COPY order (`None` for NULL).
-    pub fn rows(&self) -> impl Iterator<Item = Result<Vec<Option<String>>, SnapshotError>> + '_ {
-        self.parts
-            .iter()
-            .flat_map(|part| part.split_inclusive(|b| *b == b'\n'))
-            .map(split_copy_line)
-    }
-
-    /// Writes the rows into `sink` and finishes it; returns the rows written.
-    pub async fn write_to(&self, sink: CopyInSink<Bytes>) -> Result<u64, SnapshotError> {
-        pin_mut!(sink);
-        for part in &self.parts {
-            sink.feed(part.clone())
-                .await
-                .map_err(|e| SnapshotError::query("writing a chunk to the destination", e))?;
+        if self.format == CopyFormat::Binary && BinaryRow::parse(&first)?.is_none() {
+            return Ok(None);
         }
-        sink.as_mut()
-            .finish()
-            .await
-            .map_err(|e| SnapshotError::query("writing a chunk to the destination", e))
+        let copied = self.table.replicated_columns().count() + self.extra.len();
+        Ok(Some(ChunkReading {
+            table,
+            format: self.format,
+            stream,
+            first: Some(first),
+            copied,
+            key_positions: match self.format {
+                CopyFormat::Text => self.key_positions(),
+                CopyFormat::Binary => (copied..copied + self.table.key.len()).collect(),
+            },
+        }))
     }
 }
 
-/// Splits one row of COPY text format into its fields (`None` for `\N`).
-pub fn split_copy_line(line: &[u8]) -> Result<Vec<Option<String>>, SnapshotError> {
-    let line = line.strip_suffix(b"\n").unwrap_or(line);
-    line.split(|b| *b == b'\t')
-        .map(|field| {
-            if field == b"\\N" {
-                return Ok(None);
+/// What sees each row of a chunk as the source sent it.
+pub type RowTap<'a> = dyn FnMut(&[u8]) + Send + 'a;
+
+/// A chunk being read from the source.
+pub struct ChunkReading {
+    table: String,
+    format: CopyFormat,
+    stream: std::pin::Pin<Box<tokio_postgres::CopyOutStream>>,
+    first: Option<Bytes>,
+    /// Fields each row keeps (binary rows carry the key's text after them).
+    copied: usize,
+    /// Where the key's text is in a row.
+    key_positions: Vec<usize>,
+}
+
+impl ChunkReading {
+    /// Sends the chunk's rows to `out` in pieces, then its end; returns what
+    /// it read. `tap`, if given, sees each row as the source sent it (a
+    /// line of a text copy). On an error nothing more is sent: the caller
+    /// tells the chunk's consumer.
+    pub async fn forward(
+        mut self,
+        out: &RowsSender,
+        mut tap: Option<&mut RowTap<'_>>,
+    ) -> Result<ChunkRead, SnapshotError> {
+        let mut writer = PieceWriter::new(self.format, out);
+        let mut rows = 0u64;
+        // The last row, kept (a reference, not a copy) for its key.
+        let mut last: Option<Bytes> = None;
+        loop {
+            let message = match self.first.take() {
+                Some(first) => first,
+                None => match self.stream.next().await {
+                    Some(message) => message.map_err(|e| {
+                        SnapshotError::query(format!("reading a chunk of {}", self.table), e)
+                    })?,
+                    None => break,
+                },
+            };
+            match self.format {
+                CopyFormat::Text => writer.row_buffer().extend_from_slice(&message),
+                CopyFormat::Binary => match BinaryRow::parse(&message)? {
+                    Some(row) => row.write_first(self.copied, writer.row_buffer()),
+                    None => continue,
+                },
             }
-            unescape_copy_field(field).map(Some)
-        })
-        .collect()
-}
-
-fn unescape_copy_field(field: &[u8]) -> Result<String, SnapshotError> {
-    let mut out = Vec::with_capacity(field.len());
-    let mut i = 0;
-    while i < field.len() {
-        let b = field[i];
-        if b != b'\\' || i + 1 == field.len() {
-            out.push(b);
-            i += 1;
-            continue;
-        }
-        let c = field[i + 1];
-        i += 2;
-        match c {
-            b'b' => out.push(8),
-            b'f' => out.push(12),
-            b'n' => out.push(b'\n'),
-            b'r' => out.push(b'\r'),
-            b't' => out.push(b'\t'),
-            b'v' => out.push(11),
-            b'0'..=b'7' => {
-                let mut value = u32::from(c - b'0');
-                let mut digits = 1;
-                while digits < 3 && i < field.len() && (b'0'..=b'7').contains(&field[i]) {
-                    value = value * 8 + u32::from(field[i] - b'0');
-                    i += 1;
-                    digits += 1;
-                }
-                out.push(value as u8);
+            if let Some(tap) = tap.as_mut() {
+                tap(&message);
             }
-            b'x' if i < field.len() && field[i].is_ascii_hexdigit() => {
-                let mut value = 0u32;
-                let mut digits = 0;
-                while digits < 2 && i < field.len() && field[i].is_ascii_hexdigit() {
-                    value = value * 16 + (field[i] as char).to_digit(16).unwrap_or(0);
-                    i += 1;
-                    digits += 1;
-                }
-                out.push(value as u8);
-            }
-            other => out.push(other),
+            last = Some(message);
+            rows += 1;
+            writer.flush_full().await?;
         }
+        let last_key = last.map(|row| self.key_of(&row)).transpose()?;
+        let read = ChunkRead { rows, last_key };
+        writer.finish(read.clone()).await?;
+        Ok(read)
     }
-    String::from_utf8(out).map_err(|_| SnapshotError::Protocol("COPY field is not UTF-8".into()))
-}
 
-/// Escapes a value for COPY text format.
-pub fn escape_copy_field(value: &str, out: &mut String) {
-    for ch in value.chars() {
-        match ch {
-            '\\' => out.push_str("\\\\"),
-            '\t' => out.push_str("\\t"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            '\u{b}' => out.push_str("\\v"),
-            c => out.push(c),
-        }
+    /// The key of `row` (as the source sent it) in text form.
+    fn key_of(&self, row: &[u8]) -> Result<Vec<String>, SnapshotError> {
+        let fields: Vec<Option<String>> = match self.format {
+            CopyFormat::Text => split_copy_line(row)?,
+            CopyFormat::Binary => {
+                let row = BinaryRow::parse(row)?.ok_or_else(|| self.no_key())?;
+                self.key_positions
+                    .iter()
+                    .map(|&i| {
+                        row.field(i)
+                            .map(|b| {
+                                String::from_utf8(b.to_vec()).map_err(|_| {
+                                    SnapshotError::Protocol("a key's text is not UTF-8".into())
+                                })
+                            })
+                            .transpose()
+                    })
+                    .collect::<Result<_, _>>()?
+            }
+        };
+        let positions: Vec<usize> = match self.format {
+            CopyFormat::Text => self.key_positions.clone(),
+            CopyFormat::Binary => (0..self.key_positions.len()).collect(),
+        };
+        positions
+            .into_iter()
+            .map(|i| {
+                fields
+                    .get(i)
+                    .cloned()
+                    .flatten()
+                    .ok_or_else(|| self.no_key())
+            })
+            .collect()
+    }
+
+    fn no_key(&self) -> SnapshotError {
+        SnapshotError::Protocol(format!(
+            "a key column of {} is missing or NULL in COPY output",
+            self.table
+        ))
     }
 }
 
@@ -385,43 +375,22 @@ mod tests {
         let scoped = KeysetChunk::new(&t, Some(&after), 500)
             .within(Some("note = 'x' OR id < 3"))
             .copy_out_sql();
+        let binary = KeysetChunk::new(&t, Some(&after), 500)
+            .in_format(CopyFormat::Binary)
+            .copy_out_sql();
+        assert!(
+            binary.starts_with(
+                "COPY (SELECT \"tenant\", \"id\", \"note\", \"tenant\"::text AS _walfill_key_0, \
+                 \"id\"::text AS _walfill_key_1 FROM"
+            ) && binary.ends_with("LIMIT 500) TO STDOUT (FORMAT binary)"),
+            "{binary}"
+        );
         assert!(
             scoped.contains(
                 "WHERE (\"tenant\", \"id\") > ('o''brien'::text, '42'::bigint) \
                  AND (note = 'x' OR id < 3) ORDER BY"
             ),
             "{scoped}"
-        );
-    }
-
-    #[test]
-    fn copy_text_round_trips() {
-        let values = [
-            "plain",
-            "tab\there",
-            "new\nline",
-            "back\\slash",
-            "ünï",
-            "\r\u{8}\u{c}\u{b}",
-        ];
-        let mut line = String::new();
-        for (i, v) in values.iter().enumerate() {
-            if i > 0 {
-                line.push('\t');
-            }
-            escape_copy_field(v, &mut line);
-        }
-        line.push_str("\t\\N\n");
-        let fields = split_copy_line(line.as_bytes()).unwrap();
-        let expected: Vec<Option<String>> = values
-            .iter()
-            .map(|v| Some(v.to_string()))
-            .chain([None])
-            .collect();
-        assert_eq!(fields, expected);
-        assert_eq!(
-            split_copy_line(b"\\101\\x42\\.").unwrap(),
-            vec![Some("AB.".to_string())]
         );
     }
 }

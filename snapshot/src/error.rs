@@ -34,6 +34,11 @@ pub enum SnapshotError {
     /// The replication stream sent something walfill cannot follow.
     #[error("replication stream: {0}")]
     Protocol(String),
+    /// The source connection was lost while a chunk's rows were on their
+    /// way; the reader reads the chunk again, and its consumer drops what
+    /// it received of it.
+    #[error("the source connection was lost while a chunk was read ({0}); it is read again")]
+    Cut(String),
 }
 
 impl SnapshotError {
@@ -60,6 +65,7 @@ impl SnapshotError {
                 source.is_closed() || source.as_db_error().is_none()
             }
             SnapshotError::Replication { source, .. } => source.is_transient(),
+            SnapshotError::Cut(_) => true,
             SnapshotError::Unusable { .. } | SnapshotError::Protocol(_) => false,
         }
     }

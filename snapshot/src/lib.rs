@@ -4,6 +4,8 @@
 //!   consistent point is the boundary LSN every copied row is versioned at.
 //! - [`table`]: the source table's catalog: columns, identity, estimate.
 //! - [`copy`]: keyset-ordered chunks read inside the snapshot, never OFFSET.
+//! - [`rows`]: a chunk's rows on their way, in bounded pieces of COPY data.
+//! - [`format`]: whether a table's rows may travel in binary.
 //! - [`live`]: the slot's stream of committed transactions after the boundary.
 //!
 //! The crate knows nothing of targets or destinations: it reads the source.
@@ -11,12 +13,15 @@
 pub mod boundary;
 pub mod copy;
 pub mod error;
+pub mod format;
 pub mod live;
+pub mod rows;
 pub mod sql;
 pub mod table;
 
 pub use boundary::{Boundary, ReplicationConnection, ReplicationUrl};
-pub use copy::{ChunkData, ChunkRead, KeysetChunk};
+pub use copy::{ChunkReading, KeysetChunk, RowTap};
 pub use error::SnapshotError;
 pub use live::{LiveStream, StreamEvent};
+pub use rows::{ChunkRead, ChunkRows, CopyFormat, Piece, RowsSender};
 pub use table::{ReplicaIdentity, SourceTable, TableColumn};

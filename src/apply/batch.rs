@@ -9,9 +9,9 @@
 //! and only then tells the source it may forget what the batch covered.
 
 use walfill_core::{Lsn, Version};
-use walfill_snapshot::ChunkData;
+use walfill_snapshot::{ChunkRead, ChunkRows};
 
-use super::fold::Fold;
+use super::fold::{Entry, Fold};
 use super::stream_desc::StreamDesc;
 use crate::error::Result;
 
@@ -42,11 +42,16 @@ pub enum Writes {
     None,
     /// Source changes folded to one write per key, each with its version.
     Folded(Fold),
-    /// A snapshot chunk: rows in COPY text form with the plan's source
-    /// columns, all versioned `version`.
+    /// The final rows of keys of a replay's merged fold (see
+    /// [`super::ExternalFold`]), in key order, for a table being loaded.
+    Merged(Vec<(Vec<String>, Entry)>),
+    /// A snapshot chunk: rows in COPY form with the plan's source columns,
+    /// all versioned `version`, arriving while they are stored. The batch's
+    /// cursor is completed from what the chunk read once it has arrived
+    /// (see [`Cursor::end_chunk`]).
     Chunk {
         /// The rows.
-        data: ChunkData,
+        rows: ChunkRows,
         /// Their version: the snapshot's `(boundary, 0)`; for a chunk read
         /// in a snapshot of its own, the LSN read under it (the seq comes
         /// when its snapshot is recorded).
@@ -95,13 +100,6 @@ pub enum Cursor {
         /// Rows in the chunk.
         rows: i64,
     },
-    /// A base snapshot: every part up to and including `file` is stored.
-    BasePart {
-        /// The part's file name.
-        file: String,
-        /// Rows in it.
-        rows: i64,
-    },
     /// Replayed WAL: every transaction committed up to `committed` is stored
     /// (`None` while the first one has not completed). Writes of a
     /// transaction still in progress may be stored too: the version's table
@@ -116,6 +114,14 @@ pub enum Cursor {
         /// Recent rate of reading WAL, bytes per second.
         rate: f64,
     },
+    /// A replay's merged rows: every key up to and including `last_key` (in
+    /// the merge's order) is stored.
+    Merged {
+        /// Key of the batch's last row.
+        last_key: Vec<String>,
+        /// Rows in the batch.
+        rows: i64,
+    },
     /// The live stream: every transaction committed before `end` is stored.
     Streamed {
         /// Where the stream resumes.
@@ -129,6 +135,23 @@ pub enum Cursor {
     },
 }
 
+impl Cursor {
+    /// Completes a chunk's cursor with what the chunk read: its rows and
+    /// last key (a chunk's batch is handed out before its rows arrive).
+    pub fn end_chunk(&mut self, read: &ChunkRead) {
+        let rows_read = i64::try_from(read.rows).unwrap_or(i64::MAX);
+        match self {
+            Cursor::Copied { last_key, rows, .. } | Cursor::Ranged { last_key, rows, .. } => {
+                *rows = rows_read;
+                if let Some(key) = &read.last_key {
+                    *last_key = key.clone();
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
 /// A source of batches for one version.
 ///
 /// `next` hands out batches in order; `stored` is called once the batch
@@ -140,9 +163,21 @@ pub trait HistorySource {
     /// is complete, the replay reached its boundary, the stream its target).
     async fn next(&mut self) -> Result<Option<Batch>>;
 
-    /// The batch ending at `cursor` is durably stored.
+    /// The batch ending at `cursor` is stored (durably, when the source
+    /// [confirms upstream](HistorySource::confirms_upstream)).
     async fn stored(&mut self, cursor: &Cursor) -> Result<()> {
         let _ = cursor;
         Ok(())
+    }
+
+    /// Whether [`stored`](HistorySource::stored) tells the source anything
+    /// (a slot's flush position), so that each batch must be durable before
+    /// it is called. A source that tells nothing lets its batches commit
+    /// without waiting for the destination's WAL flush: a crash of the
+    /// destination can then lose its last few batches, their cursors with
+    /// them, and they are read again; the fill's phase transition, a
+    /// synchronous commit, makes everything before it durable.
+    fn confirms_upstream(&self) -> bool {
+        true
     }
 }

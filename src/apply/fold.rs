@@ -43,9 +43,12 @@ pub struct Entry {
 /// Pending writes by key, for one plan.
 #[derive(Debug, Default)]
 pub struct Fold {
-    entries: HashMap<Vec<String>, Entry>,
+    entries: rustc_hash::FxHashMap<Vec<String>, Entry>,
     /// Memory taken by entries added, overwritten ones included.
     bytes: usize,
+    /// Keys of entries whose still-unchanged values are to come from
+    /// another key's row (`fill_key`), once asked to track them.
+    pending_fills: Option<Vec<Vec<String>>>,
 }
 
 /// Bytes a value takes beyond its text (the allocator's share included), and
@@ -166,10 +169,15 @@ impl ColumnMap {
             .collect()
     }
 
-    fn values(&self, row: &[Datum]) -> Vec<Datum> {
+    /// The plan's values of `row`, moved out of it.
+    fn values(&self, row: &mut [Datum]) -> Vec<Datum> {
         self.positions
             .iter()
-            .map(|p| p.and_then(|p| row.get(p).cloned()).unwrap_or(Datum::Null))
+            .map(|p| {
+                p.and_then(|p| row.get_mut(p))
+                    .map(|d| std::mem::replace(d, Datum::Null))
+                    .unwrap_or(Datum::Null)
+            })
             .collect()
     }
 }
@@ -231,7 +239,7 @@ impl Folder {
         pending: &mut Fold,
         version: Version,
         xid: Option<u32>,
-        change: &RowChange,
+        change: RowChange,
     ) -> Result<bool> {
         let Some(relation) = change.relation() else {
             return Ok(false);
@@ -239,7 +247,8 @@ impl Folder {
         if relation.oid != self.plan.source.oid {
             return Ok(false);
         }
-        let map = self.map_for(relation)?;
+        let relation = relation.clone();
+        let map = self.map_for(&relation)?;
         pending.add(map, change, version, xid)?;
         Ok(true)
     }
@@ -268,11 +277,58 @@ impl Fold {
         self.entries.drain()
     }
 
+    /// Takes the pending writes out, in key order.
+    pub fn drain_sorted(&mut self) -> Vec<(Vec<String>, Entry)> {
+        let mut entries: Vec<_> = self.drain().collect();
+        entries.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        entries
+    }
+
+    /// Puts back an entry taken out with [`Fold::drain`].
+    pub fn restore(&mut self, key: Vec<String>, entry: Entry) {
+        self.insert(key, entry);
+    }
+
+    /// The pending write for `key`.
+    pub fn entry_mut(&mut self, key: &[String]) -> Option<&mut Entry> {
+        self.entries.get_mut(key)
+    }
+
+    /// From now on, remembers which entries still lack values that must
+    /// come from another key's row (see [`Fold::take_pending_fills`]).
+    pub fn track_fills(&mut self) {
+        self.pending_fills.get_or_insert_with(Vec::new);
+    }
+
+    /// The keys of entries added since the last call whose unchanged
+    /// values must come from the row of their `fill_key`, which this fold
+    /// does not hold.
+    pub fn take_pending_fills(&mut self) -> Vec<Vec<String>> {
+        self.pending_fills
+            .as_mut()
+            .map(std::mem::take)
+            .unwrap_or_default()
+    }
+
     fn insert(&mut self, key: Vec<String>, entry: Entry) {
-        self.bytes += PER_ENTRY
+        use std::collections::hash_map::Entry as Slot;
+        let bytes = PER_ENTRY
             + key.iter().map(|k| PER_VALUE + k.len()).sum::<usize>()
             + size_of_values(&entry.values);
-        self.entries.insert(key, entry);
+        match self.entries.entry(key) {
+            // Changes come in commit order, except a replay's that follow a
+            // base snapshot whose parts were read at different positions: a
+            // change older than what the fold holds for its key lost
+            // already.
+            Slot::Occupied(held) if held.get().version > entry.version => return,
+            Slot::Occupied(mut held) => {
+                held.insert(entry);
+            }
+            Slot::Vacant(slot) => {
+                slot.insert(entry);
+            }
+        }
+        self.bytes += bytes;
     }
 
     /// Adds one row change (not a truncate) of the plan's table, made by
@@ -280,34 +336,37 @@ impl Fold {
     pub fn add(
         &mut self,
         map: &ColumnMap,
-        change: &RowChange,
+        change: RowChange,
         version: Version,
         xid: Option<u32>,
     ) -> Result<()> {
         match change {
-            RowChange::Insert { new, .. } => {
+            RowChange::Insert { mut new, .. } => {
+                let key = map.key(&new)?;
                 let entry = Entry {
                     op: Op::Upsert,
                     version,
                     xid,
-                    values: map.values(new),
+                    values: map.values(&mut new),
                     fill_key: None,
                 };
-                self.insert(map.key(new)?, entry);
+                self.insert(key, entry);
             }
-            RowChange::Update { old, new, .. } => {
-                let new_key = map.key(new)?;
-                let old_key = match old {
+            RowChange::Update {
+                mut old, mut new, ..
+            } => {
+                let new_key = map.key(&new)?;
+                let old_key = match &old {
                     Some(old) => map.key(old)?,
                     None => new_key.clone(),
                 };
-                let mut values = map.values(new);
+                let mut values = map.values(&mut new);
                 let mut fill_key = None;
                 if values.contains(&Datum::Unchanged) {
                     // A whole old row (REPLICA IDENTITY FULL) has every value;
                     // a key image has nulls for everything but the key.
                     let old_full = old
-                        .as_ref()
+                        .as_mut()
                         .filter(|_| map.relation.full_identity)
                         .map(|o| map.values(o))
                         .filter(|o| !o.contains(&Datum::Unchanged));
@@ -326,6 +385,11 @@ impl Fold {
                             None => Some(old_key.clone()),
                         }
                         .filter(|k| *k != new_key);
+                    }
+                }
+                if let (Some(pending), Some(_)) = (self.pending_fills.as_mut(), &fill_key) {
+                    if values.contains(&Datum::Unchanged) {
+                        pending.push(new_key.clone());
                     }
                 }
                 if old_key != new_key {
@@ -359,7 +423,7 @@ impl Fold {
                     values: Vec::new(),
                     fill_key: None,
                 };
-                self.insert(map.key(old)?, entry);
+                self.insert(map.key(&old)?, entry);
             }
             RowChange::Truncate { .. } | RowChange::Message { .. } => {}
         }

@@ -5,21 +5,29 @@
 //!   an optional TRUNCATE, and the cursor to record;
 //! - [`fold`]: row changes folded to one write per key, columns matched by
 //!   attribute number;
+//! - [`external`]: the same fold beyond memory, spilling sorted runs to
+//!   disk and merging them, for a replay;
 //! - [`store`]: a batch stored by the version rule;
 //! - [`run`]: the loop — store, record the cursor in the same destination
 //!   transaction, commit, then confirm to the source;
+//! - [`lanes`]: the same loop over several destination sessions at once,
+//!   for a fresh version's load;
 //! - [`stream_desc`]: the attribute numbers of a logical stream's columns.
 
 mod batch;
 mod dead;
+mod external;
 mod fold;
+mod lanes;
 mod run;
 mod store;
 mod stream_desc;
 
 pub use batch::{Batch, ChunkSnapshot, Cursor, HistorySource, Writes};
 pub use dead::is_data_error;
+pub use external::{ExternalFold, Merged, Spilled};
 pub use fold::{ColumnMap, Entry, Era, Fold, Folder, Op};
+pub use lanes::run_lanes;
 pub use run::{run, Applied};
 pub use store::{Store, Stored};
 pub use stream_desc::{describe_relation, DescColumn, StreamDesc};

@@ -61,19 +61,39 @@ pub async fn run<S: HistorySource>(
             .transaction()
             .await
             .map_err(|e| Error::destination("starting a batch", e))?;
+        if !source.confirms_upstream() {
+            tx.batch_execute("SET LOCAL synchronous_commit = off")
+                .await
+                .map_err(|e| Error::destination("starting a batch", e))?;
+        }
         let mut changes = 0;
         // Pieces of one source transaction go into this one destination
         // transaction, which commits with the batch that carries a cursor.
         let cursor = loop {
-            let stored = store
+            let stored = match store
                 .store(&tx, &mut batch, truncated)
                 .instrument(span.clone())
-                .await?;
+                .await
+            {
+                Ok(stored) => stored,
+                // The source was cut off in the middle of a snapshot chunk
+                // (always a batch of its own): what arrived of it is rolled
+                // back with the transaction, and the reader reads the chunk
+                // again as the next batch.
+                Err(Error::Source(walfill_snapshot::SnapshotError::Cut(why))) => {
+                    tracing::warn!(parent: &span, cause = %why, "a chunk was cut off; it is stored again");
+                    break None;
+                }
+                Err(e) => return Err(e),
+            };
             applied.unfilled += stored.unfilled;
             changes += batch.changes;
             truncated = truncated.max(batch.truncate);
-            if let Some(cursor) = batch.cursor.take() {
-                break cursor;
+            if let Some(mut cursor) = batch.cursor.take() {
+                if let Some(read) = &stored.chunk {
+                    cursor.end_chunk(read);
+                }
+                break Some(cursor);
             }
             batch = match source.next().await? {
                 Some(next) => next,
@@ -81,6 +101,10 @@ pub async fn run<S: HistorySource>(
                 // short is rolled back here and read again next time.
                 None => return Ok(applied),
             };
+        };
+        let Some(cursor) = cursor else {
+            drop(tx);
+            continue;
         };
         span.record("changes", changes);
         state

@@ -8,11 +8,11 @@ use bytes::Bytes;
 use futures_util::SinkExt;
 use tokio_postgres::Transaction as DestTransaction;
 use walfill_core::{Datum, Lsn, Version};
-use walfill_snapshot::copy::escape_copy_field;
-use walfill_snapshot::ChunkData;
+use walfill_snapshot::rows::escape_copy_field;
+use walfill_snapshot::{ChunkRead, ChunkRows};
 
 use super::batch::{Batch, ChunkSnapshot, Writes};
-use super::fold::{Entry, Fold, Op};
+use super::fold::{Entry, Op};
 use crate::error::{Error, Result};
 use crate::plan::{BatchSql, Plan, WORK_TABLE};
 
@@ -42,6 +42,8 @@ pub struct Store {
 pub struct Stored {
     /// Updates whose unchanged TOASTed values had no stored row to come from.
     pub unfilled: i64,
+    /// What a snapshot chunk read, once its rows have arrived.
+    pub chunk: Option<ChunkRead>,
 }
 
 impl Store {
@@ -92,6 +94,11 @@ impl Store {
         &self.plan
     }
 
+    /// Whether this store loads a fresh table by plain inserts.
+    pub fn is_loading(&self) -> bool {
+        self.loading
+    }
+
     /// Stores `batch` inside `dest`'s transaction: first its TRUNCATE (every
     /// row older goes), then its writes, each only if it is newer than what
     /// is stored for its key and than `watermark` (the newest TRUNCATE
@@ -104,7 +111,11 @@ impl Store {
     ) -> Result<Stored> {
         let mut watermark = watermark;
         if let Some(truncate) = batch.truncate {
-            if watermark.is_none_or(|w| truncate > w) {
+            // A table being loaded holds nothing older than the TRUNCATEs
+            // of its load (its rows come after them, or are newer).
+            if self.loading {
+                watermark = watermark.max(Some(truncate));
+            } else if watermark.is_none_or(|w| truncate > w) {
                 dest.execute(
                     self.plan.truncate_sql().as_str(),
                     &[
@@ -125,41 +136,50 @@ impl Store {
                 // guarded: a savepoint per piece would give the destination
                 // transaction a subtransaction per piece (see `dead`).
                 let guard = batch.cursor.is_some();
-                self.store_fold(dest, &mut fold, watermark, guard).await
+                self.store_entries(dest, fold.drain(), watermark, guard)
+                    .await
+            }
+            Writes::Merged(rows) => {
+                self.store_entries(dest, rows.into_iter(), watermark, true)
+                    .await
             }
             Writes::Chunk {
-                data,
+                rows,
                 version,
                 snapshot,
                 after,
             } => {
-                if watermark.is_some_and(|w| w >= version) && snapshot.is_none() {
-                    return Ok(Stored::default());
-                }
-                let seq = match &snapshot {
-                    Some(snapshot) => record_snapshot(dest, &self.plan, snapshot).await?,
-                    None => version.seq as i32,
+                let read = if watermark.is_some_and(|w| w >= version) && snapshot.is_none() {
+                    rows.discard().await?
+                } else {
+                    let seq = match &snapshot {
+                        Some(snapshot) => record_snapshot(dest, &self.plan, snapshot).await?,
+                        None => version.seq as i32,
+                    };
+                    self.store_chunk(dest, rows, version.commit_lsn, seq, after.as_deref())
+                        .await?
                 };
-                self.store_chunk(dest, &data, version.commit_lsn, seq, after.as_deref())
-                    .await?;
-                Ok(Stored::default())
+                Ok(Stored {
+                    chunk: Some(read),
+                    ..Stored::default()
+                })
             }
         }
     }
 
     /// Stores one keyset chunk read from a snapshot, every row versioned
-    /// `(lsn, seq)`.
+    /// `(lsn, seq)`, as its rows arrive; returns what the chunk read. The
+    /// chunk's batch commits right after, which empties the work table
+    /// (`ON COMMIT DELETE ROWS`).
     async fn store_chunk(
         &self,
         dest: &DestTransaction<'_>,
-        data: &ChunkData,
+        rows: ChunkRows,
         lsn: Lsn,
         seq: i32,
         after: Option<&[String]>,
-    ) -> Result<()> {
-        if data.read.rows == 0 {
-            return Ok(());
-        }
+    ) -> Result<ChunkRead> {
+        let format = rows.format().option();
         if let Some(direct) = self.direct {
             if direct.commit_lsn != lsn || direct.seq as i32 != seq {
                 // A chunk of a chunked copy: each has its own version.
@@ -168,20 +188,23 @@ impl Store {
                     .map_err(|e| Error::destination("setting the chunk's version", e))?;
             }
             let sink = dest
-                .copy_in::<_, Bytes>(&self.plan.direct_copy_sql())
+                .copy_in::<_, Bytes>(&format!("{}{format}", self.plan.direct_copy_sql()))
                 .await
                 .map_err(|e| Error::destination("starting the chunk's COPY", e))?;
-            data.write_to(sink).await?;
-            return Ok(());
+            return Ok(rows.write_to(sink).await?);
         }
         let sink = dest
             .copy_in::<_, Bytes>(&format!(
-                "COPY pg_temp.{WORK_TABLE} ({}) FROM STDIN",
+                "COPY pg_temp.{WORK_TABLE} ({}) FROM STDIN{format}",
                 self.plan.chunk_copy_columns()
             ))
             .await
             .map_err(|e| Error::destination("starting the chunk's COPY", e))?;
-        data.write_to(sink).await?;
+        let read = rows.write_to(sink).await?;
+        crate::failpoint::hold("copy.chunk_copied").await;
+        if read.rows == 0 {
+            return Ok(read);
+        }
         // Nothing else writes the version's table while walfill holds the
         // version: if no stored key follows the chunk's start, no row of
         // the chunk can conflict, and plain inserts are enough.
@@ -205,24 +228,26 @@ impl Store {
             &self.dead,
             &with_params,
             Some(lsn),
-            &format!("TRUNCATE pg_temp.{WORK_TABLE}"),
+            "",
             "storing a chunk in the version's table",
         )
         .await?;
-        Ok(())
+        Ok(read)
     }
 
     /// Stores folded writes, skipping those not newer than `watermark`.
-    /// `pending` is empty afterwards.
-    async fn store_fold(
+    /// Into a table being loaded, only rows go (plain inserts): nothing is
+    /// stored that a tombstone would have to keep out.
+    async fn store_entries(
         &self,
         dest: &DestTransaction<'_>,
-        pending: &mut Fold,
+        entries: impl Iterator<Item = (Vec<String>, Entry)>,
         watermark: Option<Version>,
         guard: bool,
     ) -> Result<Stored> {
         let mut outcome = Stored::default();
-        if pending.is_empty() {
+        let mut entries = entries.peekable();
+        if entries.peek().is_none() {
             return Ok(outcome);
         }
         let columns: Vec<(&str, bool)> = self
@@ -248,8 +273,16 @@ impl Store {
         let written = |e| Error::destination("writing a batch to the work table", e);
         let mut text = String::new();
         let mut unchanged = false;
-        for (key, entry) in pending.drain() {
-            unchanged |= write_entry(&mut text, &columns, &key_positions, &key, &entry);
+        for (key, entry) in entries {
+            if self.loading && entry.op != Op::Upsert {
+                continue;
+            }
+            let unknown = write_entry(&mut text, &columns, &key_positions, &key, &entry);
+            if unknown && self.loading {
+                // No stored row to take the values from.
+                outcome.unfilled += 1;
+            }
+            unchanged |= unknown;
             if text.len() >= COPY_PIECE {
                 sink.send(Bytes::from(std::mem::take(&mut text)))
                     .await
@@ -263,8 +296,16 @@ impl Store {
 
         let context = "applying changes to the version's table";
         let sql = &self.sql;
+        if self.loading && outcome.unfilled > 0 {
+            tracing::warn!(
+                count = outcome.unfilled,
+                "updates left TOASTed values unchanged for rows the replay never saw; \
+                 those values read as NULL in the transform"
+            );
+        }
         // Unchanged TOASTed values are filled in before the transform and
         // the filter read them; batches without any skip this.
+        let unchanged = unchanged && !self.loading;
         for statement in sql.fill.iter().filter(|_| unchanged) {
             dest.execute(statement.as_str(), &[])
                 .await
@@ -289,16 +330,22 @@ impl Store {
         let params: [&(dyn tokio_postgres::types::ToSql + Sync); 2] =
             [&mark.commit_lsn.to_string(), &(mark.seq as i32)];
         // A batch none of whose keys is stored yet (a fresh table, new rows)
-        // is stored with plain inserts: no row can conflict.
-        let stored = dest
-            .query_opt(sql.any_stored.as_str(), &[])
-            .await
-            .map_err(|e| Error::destination(context, e))?
-            .is_some();
-        let statements = if stored {
-            [&sql.upsert, &sql.tombstone]
-        } else {
-            [&sql.insert_fresh, &sql.tombstone_fresh]
+        // is stored with plain inserts: no row can conflict. A table being
+        // loaded needs no look, and holds no deleted keys; a row its filter
+        // rejects is still kept as a tombstone when the plan remembers
+        // source values beside the rows: a later update that leaves them
+        // unchanged takes them from there.
+        let stored = !self.loading
+            && dest
+                .query_opt(sql.any_stored.as_str(), &[])
+                .await
+                .map_err(|e| Error::destination(context, e))?
+                .is_some();
+        let remembers = !self.plan.hidden.is_empty();
+        let statements: &[&String] = match (stored, self.loading) {
+            (true, _) => &[&sql.upsert, &sql.tombstone],
+            (false, true) if !remembers => &[&sql.insert_fresh],
+            (false, _) => &[&sql.insert_fresh, &sql.tombstone_fresh],
         };
         let with_params: Vec<(&str, &[&(dyn tokio_postgres::types::ToSql + Sync)])> = statements
             .iter()

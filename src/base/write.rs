@@ -12,7 +12,7 @@ use parquet::file::properties::WriterProperties;
 use walfill_replay::archive::Archive;
 use walfill_replay::decode::NewRelation;
 use walfill_replay::Lsn;
-use walfill_snapshot::ChunkData;
+use walfill_snapshot::rows::split_copy_line;
 
 use super::{base_dir, Manifest, Part};
 use crate::error::{Error, Result};
@@ -35,6 +35,8 @@ pub struct BaseWriter {
     buffered_lsn: Lsn,
     /// Rows copied before the buffered ones (names parts uniquely).
     first_row: u64,
+    /// Why a copied row could not be kept, once one could not.
+    failed: Option<String>,
 }
 
 impl BaseWriter {
@@ -69,21 +71,35 @@ impl BaseWriter {
             buffered: 0,
             buffered_lsn: boundary,
             first_row: rows_before,
+            failed: None,
         }
     }
 
-    /// Adds a chunk read in the snapshot consistent at `lsn`.
-    pub async fn add(&mut self, chunk: &ChunkData, lsn: Lsn) -> Result<()> {
-        if self.buffered > 0 && lsn != self.buffered_lsn {
-            self.flush().await?;
-        }
-        self.buffered_lsn = lsn;
-        for row in chunk.rows() {
-            let row = row?;
-            for (builder, value) in self.builders.iter_mut().zip(row) {
-                builder.append_option(value);
+    /// Takes each copied row, a line of COPY text as the source sent it
+    /// (every row is read in the snapshot at the writer's boundary); the
+    /// parts are written by [`BaseWriter::flush_if_due`].
+    pub fn tap(&mut self) -> impl FnMut(&[u8]) + Send + '_ {
+        move |line| {
+            if self.failed.is_some() {
+                return;
             }
-            self.buffered += 1;
+            match split_copy_line(line) {
+                Ok(row) => {
+                    for (builder, value) in self.builders.iter_mut().zip(row) {
+                        builder.append_option(value);
+                    }
+                    self.buffered += 1;
+                }
+                Err(e) => self.failed = Some(e.to_string()),
+            }
+        }
+    }
+
+    /// Writes a part once enough rows are buffered; fails when a row could
+    /// not be kept.
+    pub async fn flush_if_due(&mut self) -> Result<()> {
+        if let Some(why) = &self.failed {
+            return Err(Error::Internal(format!("keeping a copied row: {why}")));
         }
         if self.buffered >= PART_ROWS {
             self.flush().await?;

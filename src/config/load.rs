@@ -8,8 +8,8 @@ use walfill_replay::archive::Layout;
 
 use super::raw::{RawConfig, RawServe, RawTarget};
 use super::{
-    ArchiveSettings, BackfillSettings, Config, PgUrl, QualifiedName, Schedule, ServeSettings,
-    SnapshotMode, Target, ThrottleSettings,
+    ArchiveSettings, BackfillSettings, Config, CopyFormatSetting, PgUrl, QualifiedName, Schedule,
+    ServeSettings, SnapshotMode, Target, ThrottleSettings,
 };
 
 /// PostgreSQL's identifier limit (NAMEDATALEN - 1).
@@ -112,7 +112,16 @@ pub(crate) fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
             b.apply_batch_changes,
             5_000,
         )?,
-        replay_memory_mb: v.positive("backfill.replay_memory_mb", b.replay_memory_mb, 64)?,
+        replay_memory_bytes: match b.replay_memory_mb {
+            None => 64 << 20,
+            Some(size) => size.bytes().filter(|b| *b >= 4096).ok_or_else(|| {
+                v.invalid(
+                    None,
+                    "backfill.replay_memory_mb must be a positive size in MiB of at least 4 KiB \
+                     (0.004); fractions are allowed",
+                )
+            })?,
+        },
         apply_memory_mb: v.positive("backfill.apply_memory_mb", b.apply_memory_mb, 64)?,
         swap_max_lag_bytes: b.swap_max_lag_bytes.unwrap_or(16 * 1024 * 1024),
         publication,
@@ -154,8 +163,27 @@ pub(crate) fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
                 }
             },
         },
+        copy_format: match &b.copy_format {
+            None => CopyFormatSetting::Auto,
+            Some(format) => match format.get_ref().as_str() {
+                "auto" => CopyFormatSetting::Auto,
+                "text" => CopyFormatSetting::Text,
+                other => {
+                    return Err(v.invalid(
+                        Some(format.span()),
+                        &format!(
+                            "backfill.copy_format is {other:?}; it is \"auto\" (the default: \
+                             binary where every column's type allows it, text otherwise) or \
+                             \"text\" (always text)"
+                        ),
+                    ))
+                }
+            },
+        },
         chunked_above_rows: b.chunked_above_rows.unwrap_or(1_000_000),
         workers: v.positive("backfill.workers", b.workers, 1)?,
+        writers: v.positive("backfill.writers", b.writers, 2)?,
+        spill_dir: b.spill_dir.clone().unwrap_or_else(std::env::temp_dir),
         allow_dead_letters: b.allow_dead_letters.unwrap_or(false),
         verify_before_swap: b.verify_before_swap.unwrap_or(false),
     };

@@ -114,9 +114,9 @@ pub struct BackfillSettings {
     pub chunk_rows: u32,
     /// Most source changes applied in one destination transaction.
     pub apply_batch_changes: u32,
-    /// Memory for replayed changes folded to one write per key before they
-    /// are stored (MiB).
-    pub replay_memory_mb: u32,
+    /// Memory for a replay's changes folded to one row per key, beyond
+    /// which they spill to disk (bytes; `replay_memory_mb` in the file).
+    pub replay_memory_bytes: usize,
     /// Memory for stream changes buffered before they are stored (MiB): a
     /// larger transaction is stored in pieces inside one destination
     /// transaction.
@@ -147,6 +147,25 @@ pub struct BackfillSettings {
     /// Key ranges a chunked copy reads and stores at once, each on
     /// sessions of its own.
     pub workers: u32,
+    /// Destination sessions that store a fresh version's batches at once
+    /// (a copy into a table loaded without its key, a replay's merged rows).
+    pub writers: u32,
+    /// Where a replay's fold spills sorted runs when it outgrows
+    /// `replay_memory_mb` (the system's temporary directory by default).
+    pub spill_dir: std::path::PathBuf,
+    /// How copied rows travel from the source to the destination.
+    pub copy_format: CopyFormatSetting,
+}
+
+/// How a snapshot copy moves rows (`backfill.copy_format`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CopyFormatSetting {
+    /// Binary COPY where every copied column's type travels in binary
+    /// between the two databases (see `walfill_snapshot::format`), text
+    /// otherwise.
+    Auto,
+    /// Always COPY text.
+    Text,
 }
 
 /// How a snapshot backfill reads the source table (`backfill.snapshot`).

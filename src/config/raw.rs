@@ -43,7 +43,7 @@ pub(super) struct RawArchive {
 pub(super) struct RawBackfill {
     pub(super) chunk_rows: Option<u32>,
     pub(super) apply_batch_changes: Option<u32>,
-    pub(super) replay_memory_mb: Option<u32>,
+    pub(super) replay_memory_mb: Option<Megabytes>,
     pub(super) apply_memory_mb: Option<u32>,
     pub(super) swap_max_lag_bytes: Option<u64>,
     pub(super) publication: Option<Spanned<String>>,
@@ -55,6 +55,27 @@ pub(super) struct RawBackfill {
     pub(super) snapshot: Option<Spanned<String>>,
     pub(super) chunked_above_rows: Option<u64>,
     pub(super) workers: Option<u32>,
+    pub(super) writers: Option<u32>,
+    pub(super) spill_dir: Option<std::path::PathBuf>,
+    pub(super) copy_format: Option<Spanned<String>>,
+}
+
+/// A size in MiB, whole or not (`64`, `0.25`).
+#[derive(Clone, Copy, Debug, Deserialize)]
+#[serde(untagged)]
+pub(super) enum Megabytes {
+    Whole(u32),
+    Fraction(f64),
+}
+
+impl Megabytes {
+    pub(super) fn bytes(self) -> Option<usize> {
+        let mib = match self {
+            Megabytes::Whole(n) => f64::from(n),
+            Megabytes::Fraction(f) => f,
+        };
+        (mib.is_finite() && mib > 0.0).then_some((mib * 1048576.0) as usize)
+    }
 }
 
 /// `[throttle]`.

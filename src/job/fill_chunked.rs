@@ -18,7 +18,7 @@
 
 use tokio_postgres::{Client, IsolationLevel};
 use walfill_core::sql::quote_literal;
-use walfill_snapshot::{Boundary, ReplicationConnection};
+use walfill_snapshot::{Boundary, CopyFormat, ReplicationConnection};
 
 use super::source::slot_exists;
 use super::Context;
@@ -96,6 +96,9 @@ pub(super) async fn fill_chunked(
     // A straight copy sets the table's defaults per chunk (an ALTER TABLE,
     // which would serialize the workers).
     let direct = loading && plan.is_identity() && ranges.is_none();
+    let format =
+        crate::source::copy_format(cx.config.backfill.copy_format, cx.source, dest, plan, false)
+            .await?;
     tracing::info!(
         table = %plan.staging_table(),
         mode = "chunked: a short transaction per chunk",
@@ -116,16 +119,16 @@ pub(super) async fn fill_chunked(
         Store::new(plan.clone())
     };
     match ranges {
-        None => copy_serially(cx, dest, state, plan, &store, direct).await?,
+        None => copy_serially(cx, dest, state, plan, &store, (direct, format)).await?,
         Some(ranges) => {
             tracing::info!(
                 ranges = ranges.len(),
                 "copying key ranges in parallel, one worker each"
             );
             let workers = ranges.len();
-            let copies = ranges
-                .into_iter()
-                .map(|pending| copy_range(cx, state, plan, &store, pending, workers, direct));
+            let copies = ranges.into_iter().map(|pending| {
+                copy_range(cx, state, plan, &store, pending, workers, (direct, format))
+            });
             futures_util::future::try_join_all(copies).await?;
             // The workers counted the rows on their copies of the state.
             *state = VersionState::load_existing(&*dest, &state.target, &state.version).await?;
@@ -138,7 +141,7 @@ pub(super) async fn fill_chunked(
     }
     super::key_index::build(dest, plan).await?;
     failpoint::hit("copy.end");
-    state.finish_fill(dest, None).await?;
+    state.finish_fill(dest, None, None).await?;
     Ok(None)
 }
 
@@ -163,7 +166,7 @@ async fn copy_serially(
     state: &mut VersionState,
     plan: &Plan,
     store: &Store,
-    direct: bool,
+    rows: (bool, CopyFormat),
 ) -> Result<()> {
     let total = u64::try_from(state.rows_estimated).ok().filter(|t| *t > 0);
     let done = u64::try_from(state.rows_copied).unwrap_or(0);
@@ -173,7 +176,7 @@ async fn copy_serially(
         range: None,
         after,
         pace: pace(cx, 1),
-        direct,
+        rows,
         progress,
     };
     copy_part(cx, dest, state, plan, store, part).await
@@ -188,7 +191,7 @@ async fn copy_range(
     store: &Store,
     pending: super::ranges::Pending,
     workers: usize,
-    direct: bool,
+    rows: (bool, CopyFormat),
 ) -> Result<()> {
     let mut dest = db::connect(&cx.config.destination, Role::Destination).await?;
     crate::plan::create_work_table(&dest, plan).await?;
@@ -199,7 +202,7 @@ async fn copy_range(
         range: Some(pending.range),
         after: pending.cursor,
         pace: pace(cx, workers),
-        direct,
+        rows,
         progress: Progress::new(format!("copy {} range {no}", state.label()), None, done),
     };
     copy_part(cx, &mut dest, &mut state, plan, store, part).await?;
@@ -211,7 +214,9 @@ struct Part {
     range: Option<KeyRange>,
     after: Option<Vec<String>>,
     pace: Pace,
-    direct: bool,
+    /// Whether rows go straight into the version's table, and how they
+    /// travel.
+    rows: (bool, CopyFormat),
     progress: Progress,
 }
 
@@ -224,13 +229,14 @@ async fn copy_part(
     store: &Store,
     part: Part,
 ) -> Result<()> {
+    let ranged = part.range.is_some();
     let mut copy = ChunkedSource::open(
         cx.config.source.clone(),
         plan,
         part.range,
         part.after,
         part.pace,
-        part.direct,
+        part.rows,
         part.progress,
         cx.cancel.clone(),
     );
@@ -242,7 +248,13 @@ async fn copy_part(
     );
     let mut throttled =
         super::throttle::Throttled::new(&mut copy, cx.config, &target, &version, &slot, cx.cancel);
-    let ran = run(dest, store, state, &mut throttled, cx.cancel, "copy").await;
+    // A load of one sequence of chunks stores them on several sessions;
+    // key ranges copied in parallel are already on sessions of their own.
+    let ran = if part.rows.0 || !store.is_loading() || ranged {
+        run(dest, store, state, &mut throttled, cx.cancel, "copy").await
+    } else {
+        super::writers::load(cx, dest, (plan, store), state, &mut throttled, "copy").await
+    };
     copy.finish().await;
     ran.map(|_| ())
 }

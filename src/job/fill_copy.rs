@@ -4,8 +4,7 @@
 //! chunks of their own instead (see [`super::fill_chunked`]).
 
 use tokio_postgres::Client;
-use tokio_util::sync::CancellationToken;
-use walfill_snapshot::{Boundary, ReplicationConnection};
+use walfill_snapshot::{Boundary, CopyFormat, ReplicationConnection};
 
 use super::source::slot_exists;
 use super::Context;
@@ -60,18 +59,24 @@ pub(super) async fn fill_copy(
         // The base snapshot keeps the source's rows, so rows go straight
         // into the table only without one.
         let direct = loading && plan.is_identity() && base.is_none();
+        let format = crate::source::copy_format(
+            cx.config.backfill.copy_format,
+            cx.source,
+            dest,
+            plan,
+            base.is_some(),
+        )
+        .await?;
         let copy = open(
             cx,
             snapshot_session,
             plan,
-            &boundary.snapshot,
-            boundary.lsn,
+            (&boundary.snapshot, boundary.lsn, format),
             direct,
             None,
             pace,
             state,
             base,
-            cx.cancel,
         )
         .await?;
         state
@@ -98,18 +103,24 @@ pub(super) async fn fill_copy(
             );
         }
         let direct = loading && plan.is_identity();
+        let format = crate::source::copy_format(
+            cx.config.backfill.copy_format,
+            cx.source,
+            dest,
+            plan,
+            false,
+        )
+        .await?;
         let copy = open(
             cx,
             snapshot_session,
             plan,
-            &boundary.snapshot,
-            boundary.lsn,
+            (&boundary.snapshot, boundary.lsn, format),
             direct,
             state.copy_cursor.clone(),
             pace,
             state,
             None,
-            cx.cancel,
         )
         .await?;
         // The temporary slot goes with its connection, after the copy.
@@ -138,7 +149,11 @@ pub(super) async fn fill_copy(
     let (target, version) = (state.target.clone(), state.version.clone());
     let mut throttled =
         super::throttle::Throttled::new(&mut copy, cx.config, &target, &version, &slot, cx.cancel);
-    run(dest, &store, state, &mut throttled, cx.cancel, "copy").await?;
+    if loading {
+        super::writers::load(cx, dest, (plan, &store), state, &mut throttled, "copy").await?;
+    } else {
+        run(dest, &store, state, &mut throttled, cx.cancel, "copy").await?;
+    }
     let (_session, base_writer) = copy.finish().await?;
     if let (true, Some(writer)) = (base, base_writer) {
         if let Err(e) = writer.finish().await {
@@ -150,7 +165,7 @@ pub(super) async fn fill_copy(
     }
     super::key_index::build(dest, plan).await?;
     failpoint::hit("copy.end");
-    state.finish_fill(dest, None).await?;
+    state.finish_fill(dest, None, None).await?;
     Ok(stream_conn)
 }
 
@@ -176,19 +191,19 @@ async fn set_defaults(
         .map_err(|e| crate::error::Error::destination("setting the version table's defaults", e))
 }
 
+/// Opens the copy of `plan`'s table in the exported snapshot `(name, lsn)`,
+/// its rows travelling in `format`.
 #[allow(clippy::too_many_arguments)]
 async fn open(
     cx: &Context<'_>,
     session: Client,
     plan: &Plan,
-    snapshot: &str,
-    lsn: walfill_core::Lsn,
+    (snapshot, lsn, format): (&str, walfill_core::Lsn, CopyFormat),
     direct: bool,
     after: Option<Vec<String>>,
     pace: Pace,
     state: &VersionState,
     base: Option<crate::base::BaseWriter>,
-    cancel: &CancellationToken,
 ) -> Result<CopySource> {
     let total = u64::try_from(state.rows_estimated).ok().filter(|t| *t > 0);
     let done = u64::try_from(state.rows_copied).unwrap_or(0);
@@ -209,12 +224,13 @@ async fn open(
             lsn,
             scope: None,
             with_hidden: direct,
+            format,
         },
         after,
         pace,
         progress,
         base,
-        cancel.clone(),
+        cx.cancel.clone(),
     )
     .await
 }

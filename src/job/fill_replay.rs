@@ -15,15 +15,13 @@ use walfill_snapshot::{Boundary, ReplicationConnection};
 use super::archive_wait::{pause, wait_for_archive};
 use super::source::SlotHealth;
 use super::Context;
-use crate::apply::{run, Store, StreamDesc};
+use crate::apply::{Store, StreamDesc};
 use crate::db;
 use crate::error::{Error, Result};
 use crate::failpoint;
 use crate::plan::Plan;
-use crate::planner::{blocking_loss, source_identity, ReplayStart};
-use crate::progress::Progress;
-use crate::source::base::BaseSource;
-use crate::source::replay::{ReplayOutcome, ReplayRange, ReplaySource};
+use crate::planner::{source_identity, ReplayStart};
+use crate::source::replay::{check, FoldSpace, ReplayOutcome, ReplayRange, ReplaySource};
 use crate::state::{FillStart, Phase, VersionState};
 
 /// Replays the archive into the version up to its boundary (creating the
@@ -107,56 +105,58 @@ pub(super) async fn fill_replay(
         .await
         .map_err(|e| Error::source_query("reading the database's OID", e))?
         .get(0);
-    let store = Store::new(plan.clone());
-    if let ReplayStart::Snapshot { manifest } = &start {
-        if state.replayed_lsn.is_none() {
-            let done = state.copy_cursor.as_ref().and_then(|c| c.first().cloned());
-            let label = format!("base {}", state.label());
-            let progress =
-                Progress::new(label, Some(manifest.rows), state.rows_copied.max(0) as u64);
-            let mut base = BaseSource::new(
-                archive.clone(),
-                (**manifest).clone(),
-                plan.clone(),
-                done.as_deref(),
-                progress,
-            );
-            run(dest, &store, state, &mut base, cx.cancel, "replay").await?;
-        }
+    // The version's table is loaded with plain inserts, its key built at
+    // the end. A load goes on after its last stored key; rows an attempt
+    // left without one (an older walfill's replay) are dropped first.
+    let table_has_rows = !super::key_index::is_empty(dest, plan).await?;
+    if state.load_cursor.is_none() && table_has_rows {
+        tracing::info!(
+            table = %plan.staging_table(),
+            "an earlier replay left rows this one cannot go on from; starting the load over"
+        );
+        state.restart_load(dest).await?;
     }
+    // An earlier attempt may have built the key already (it died before
+    // recording the end of the fill): the load goes on without it.
+    super::key_index::drop(dest, plan).await?;
+    let store = Store::loading(plan.clone());
     let started = Instant::now();
     let mut reported = None;
     let outcome = loop {
         let range = ReplayRange {
             database,
             restart: start.restart(),
-            emit_from: match state.replayed_lsn {
-                Some(done) => done.advance(1).max(start.from()),
-                None => start.from(),
-            },
+            emit_from: start.from(),
             boundary,
             known: match &start {
                 ReplayStart::Snapshot { manifest } => Some(manifest.relation.clone()),
                 ReplayStart::Creation { .. } => None,
             },
+            base: match &start {
+                ReplayStart::Snapshot { manifest } => Some(manifest.clone()),
+                ReplayStart::Creation { .. } => None,
+            },
+            loaded: state.load_cursor.clone(),
             from_creation: matches!(start, ReplayStart::Creation { .. }),
             identity: identity.clone(),
         };
-        let outcome = replay_wal(cx, dest, &store, state, plan, &archive, range).await?;
-        check(plan, &start, &outcome)?;
+        let outcome = replay_wal(cx, dest, (plan, &store), state, &archive, range).await?;
+        check(plan, start.from(), &outcome)?;
         if outcome.reached_boundary {
             tracing::info!(
                 target = %state.target,
                 version = %state.version,
                 transactions = outcome.transactions,
+                rows = state.rows_copied,
+                spilled_runs = outcome.spilled.runs,
+                spilled_mib = format!("{:.1}", outcome.spilled.peak_bytes as f64 / 1048576.0),
                 seconds = format!("{:.1}", started.elapsed().as_secs_f64()),
                 "replayed up to the boundary"
             );
             break outcome;
         }
         // The archive's unfinished segment ends before the boundary: wait
-        // for the archiver to store more of it, then go on from what is
-        // stored.
+        // for the archiver to store more of it, then decode again.
         if started.elapsed() > wait {
             return Err(Error::History(format!(
                 "the archived WAL ends at {} (in an unfinished .partial segment), before the \
@@ -186,30 +186,38 @@ pub(super) async fn fill_replay(
             plan.source
         ))
     })?;
+    super::key_index::build(dest, plan).await?;
     failpoint::hit("replay.end");
     state
-        .finish_fill(dest, Some(&StreamDesc::from_journal(&relation)))
+        .finish_fill(
+            dest,
+            Some(&StreamDesc::from_journal(&relation)),
+            Some(outcome.spilled),
+        )
         .await?;
     Ok(connection)
 }
 
-/// Decodes `range` and stores the changes of transactions committing after
-/// what is already stored.
+/// Decodes `range` and stores each key's final row, once every record
+/// before the boundary is decoded.
 async fn replay_wal(
     cx: &Context<'_>,
     dest: &mut Client,
-    store: &Store,
+    (plan, store): (&Plan, &Store),
     state: &mut VersionState,
-    plan: &Plan,
     archive: &Archive,
     range: ReplayRange,
 ) -> Result<ReplayOutcome> {
-    let fold_bytes = cx.config.backfill.replay_memory_mb as usize * (1 << 20);
+    let space = FoldSpace {
+        memory: cx.config.backfill.replay_memory_bytes,
+        spill_dir: cx.config.backfill.spill_dir.clone(),
+        batch_rows: cx.config.backfill.chunk_rows as usize,
+    };
     let mut source = ReplaySource::start(
         archive,
         range,
         plan,
-        fold_bytes,
+        space,
         format!("replay {}", state.label()),
         cx.cancel.clone(),
     )
@@ -227,27 +235,10 @@ async fn replay_wal(
         &slot,
         cx.cancel,
     );
-    let applied = run(dest, store, state, &mut throttled, cx.cancel, "replay").await;
+    let applied =
+        super::writers::load(cx, dest, (plan, store), state, &mut throttled, "replay").await;
     let decoded = source.finish().await;
     // A failed store stops the decoder too; its error is the one to tell.
     applied?;
     decoded
-}
-
-/// Fails when the replayed rows cannot be right: the table's changes could
-/// not be followed, or a column the transform reads could not be decoded.
-fn check(plan: &Plan, start: &ReplayStart, outcome: &ReplayOutcome) -> Result<()> {
-    if let Some(lost) = blocking_loss(&outcome.lost, plan, start.from()) {
-        return Err(Error::History(format!(
-            "{} cannot be followed through the archive from {}: {}",
-            plan.source, lost.lsn, lost.reason
-        )));
-    }
-    if let Some(column) = outcome.unsupported.iter().find(|c| plan.reads(&c.column)) {
-        return Err(Error::History(format!(
-            "column {}.{} has type {}, which walfill cannot decode from WAL",
-            column.relation, column.column, column.type_name
-        )));
-    }
-    Ok(())
 }

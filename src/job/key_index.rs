@@ -26,30 +26,43 @@ pub(super) async fn primary_key(dest: &Client, plan: &Plan) -> Result<Option<Str
         .map(|r| r.get(0)))
 }
 
-/// Drops the primary key of a version table that holds no row yet; returns
-/// whether the table is now without it (false: it has rows, and keeps it).
-pub(super) async fn drop_for_load(dest: &Client, plan: &Plan) -> Result<bool> {
-    let Some(name) = primary_key(dest, plan).await? else {
-        return Ok(true);
-    };
-    let empty: bool = dest
+/// Whether the version's table holds no row.
+pub(super) async fn is_empty(dest: &Client, plan: &Plan) -> Result<bool> {
+    Ok(dest
         .query_one(
             &format!("SELECT NOT EXISTS (SELECT FROM {})", plan.staging_table()),
             &[],
         )
         .await
         .map_err(|e| Error::destination("looking into the version's table", e))?
-        .get(0);
-    if !empty {
-        return Ok(false);
-    }
+        .get(0))
+}
+
+/// Drops the primary key of a version table being loaded, rows or not:
+/// nothing but the load writes the table until the key is built again.
+pub(super) async fn drop(dest: &Client, plan: &Plan) -> Result<()> {
+    let Some(name) = primary_key(dest, plan).await? else {
+        return Ok(());
+    };
     dest.batch_execute(&format!(
         "ALTER TABLE {} DROP CONSTRAINT {}",
         plan.staging_table(),
         walfill_core::sql::quote_ident(&name)
     ))
     .await
-    .map_err(|e| Error::destination("dropping the version table's key for the load", e))?;
+    .map_err(|e| Error::destination("dropping the version table's key for the load", e))
+}
+
+/// Drops the primary key of a version table that holds no row yet; returns
+/// whether the table is now without it (false: it has rows, and keeps it).
+pub(super) async fn drop_for_load(dest: &Client, plan: &Plan) -> Result<bool> {
+    if primary_key(dest, plan).await?.is_none() {
+        return Ok(true);
+    }
+    if !is_empty(dest, plan).await? {
+        return Ok(false);
+    }
+    drop(dest, plan).await?;
     Ok(true)
 }
 

@@ -17,6 +17,7 @@ mod refresh;
 mod source;
 mod sync;
 mod throttle;
+mod writers;
 
 pub use archive_wait::{can_switch_wal, explain_slow_archive, wait_for_archive};
 pub use backfill::{backfill, backfill_target, defines_same, BackfillOptions};

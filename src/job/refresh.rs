@@ -83,6 +83,9 @@ pub async fn refresh(
     let boundary = Boundary::create(&db::replication_url(&config.source), &slot, true)?;
     let at = boundary.lsn;
     let session = db::connect(&config.source, Role::Source).await?;
+    let format =
+        crate::source::copy_format(config.backfill.copy_format, &source, &dest, &plan, false)
+            .await?;
     let mut copy = CopySource::open(
         session,
         &source,
@@ -92,6 +95,7 @@ pub async fn refresh(
             lsn: at,
             scope: Some(scope.to_string()),
             with_hidden: false,
+            format,
         },
         None,
         Pace {
@@ -119,10 +123,13 @@ pub async fn refresh(
                 .transaction()
                 .await
                 .map_err(|e| Error::destination("starting a refresh chunk", e))?;
-            store.store(&tx, &mut batch, v.truncated).await?;
+            let stored = store.store(&tx, &mut batch, v.truncated).await?;
             tx.commit()
                 .await
                 .map_err(|e| Error::destination("committing a refresh chunk", e))?;
+            if let (Some(cursor), Some(read)) = (batch.cursor.as_mut(), &stored.chunk) {
+                cursor.end_chunk(read);
+            }
             if let Some(cursor) = &batch.cursor {
                 if let Cursor::Copied { rows: n, .. } = cursor {
                     rows += n;

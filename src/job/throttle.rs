@@ -78,6 +78,10 @@ impl<S: HistorySource> HistorySource for Throttled<'_, S> {
         self.inner.stored(cursor).await?;
         self.throttle.hold().await
     }
+
+    fn confirms_upstream(&self) -> bool {
+        self.inner.confirms_upstream()
+    }
 }
 
 struct Throttle {

@@ -177,6 +177,28 @@ pub async fn build(dest: &Client, def: &Definition, table: SourceTable) -> Resul
             ));
         }
     }
+    // The transform is the identity when, with no filter, its columns are
+    // the source's replicated columns, each a plain reference to itself, in
+    // order: a column's name and type alone do not say so (`upper(v) AS v`
+    // has v's name and type).
+    let replicated: Vec<(i16, &str)> = table
+        .columns
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| c.generated.is_none())
+        .map(|(i, c)| (i as i16 + 1, c.name.as_str()))
+        .collect();
+    let identity = def.filter.is_none()
+        && statement.columns().len() == replicated.len()
+        && statement
+            .columns()
+            .iter()
+            .zip(&replicated)
+            .all(|(c, (position, name))| {
+                c.table_oid() == Some(shape_oid)
+                    && c.column_id() == Some(*position)
+                    && c.name() == *name
+            });
     if !problems.is_empty() {
         return Err(Error::Problems(
             problems
@@ -221,6 +243,7 @@ pub async fn build(dest: &Client, def: &Definition, table: SourceTable) -> Resul
         outputs,
         hidden,
         referenced,
+        identity,
         warnings: warnings
             .into_iter()
             .map(|w| format!("target {}: {w}", def.target))

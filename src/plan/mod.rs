@@ -122,6 +122,10 @@ pub struct Plan {
     pub referenced: Vec<String>,
     /// What the operator should know about the transform (volatile functions).
     pub warnings: Vec<String>,
+    /// Whether the transform is the identity: no filter, and every
+    /// replicated source column in order, each a plain reference to
+    /// itself (see [`Plan::is_identity`]).
+    pub identity: bool,
 }
 
 impl Plan {

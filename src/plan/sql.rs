@@ -358,18 +358,13 @@ impl Plan {
     }
 
     /// Whether the version's rows are the source's rows as they are: the
-    /// select list gives every replicated column of the source under its
-    /// own name and type, in order, with no filter. A snapshot chunk (with
-    /// the hidden columns' values sent again after the row's) can then be
-    /// copied into the version's table as it is, with no transform to run.
+    /// select list gives every replicated column of the source, each a
+    /// plain reference to itself, in order, with no filter (established
+    /// when the plan was checked). A snapshot chunk (with the hidden
+    /// columns' values sent again after the row's) can then be copied into
+    /// the version's table as it is, with no transform to run.
     pub fn is_identity(&self) -> bool {
-        self.def.filter.is_none()
-            && self.outputs.len() == self.source.replicated_columns().count()
-            && self
-                .outputs
-                .iter()
-                .zip(self.source.replicated_columns())
-                .all(|(o, c)| o.name == c.name && o.sql_type == c.sql_type)
+        self.identity
     }
 
     /// `COPY` of a chunk's rows straight into the version's table (see

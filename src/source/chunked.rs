@@ -18,7 +18,11 @@
 //! committed after the slot's consistent point (the fence sees to that),
 //! so the stream brings it.
 //!
-//! A reader task reads one chunk ahead while the previous one is stored.
+//! A reader task streams each chunk's rows to the destination as they
+//! arrive, and reads the next chunk while the previous one is stored. A
+//! connection lost before a chunk's first row is retried unseen; one lost
+//! while its rows are on their way cuts the chunk off (the apply loop rolls
+//! back what arrived of it) and the chunk is read again.
 
 use std::time::{Duration, Instant};
 
@@ -28,7 +32,7 @@ use tokio_postgres::{Client, IsolationLevel};
 use tokio_util::sync::CancellationToken;
 use walfill_core::sql::{quote_ident, quote_literal, quote_qualified};
 use walfill_core::Version;
-use walfill_snapshot::{ChunkData, KeysetChunk, SnapshotError, SourceTable};
+use walfill_snapshot::{ChunkRead, ChunkRows, CopyFormat, KeysetChunk, SnapshotError, SourceTable};
 
 use super::copy::{copy_table, hidden_columns, Pace};
 use crate::apply::{Batch, ChunkSnapshot, Cursor, HistorySource, Writes};
@@ -74,11 +78,18 @@ impl KeyRange {
     }
 }
 
+/// A chunk the reader has started: its rows, the key they follow and the
+/// snapshot they are read in.
+struct Started {
+    rows: ChunkRows,
+    after: Option<Vec<String>>,
+    snapshot: ChunkSnapshot,
+}
+
 /// A chunked copy of the table after `after`, as batches.
 pub struct ChunkedSource {
-    chunks: mpsc::Receiver<Result<(ChunkData, ChunkSnapshot)>>,
+    chunks: mpsc::Receiver<Result<Started>>,
     reader: Option<JoinHandle<()>>,
-    after: Option<Vec<String>>,
     pace: Pace,
     progress: Option<Progress>,
     started: Instant,
@@ -89,9 +100,9 @@ pub struct ChunkedSource {
 
 impl ChunkedSource {
     /// Starts reading `plan`'s table (or its key range `range`) from the
-    /// source at `url`, after the key `after`. With `with_hidden`, the
-    /// plan's hidden columns are sent again after the row's own (a load
-    /// straight into the version table).
+    /// source at `url`, after the key `after`, its rows travelling in
+    /// `format`. With `with_hidden`, the plan's hidden columns are sent
+    /// again after the row's own (a load straight into the version table).
     #[allow(clippy::too_many_arguments)]
     pub fn open(
         url: PgUrl,
@@ -99,7 +110,7 @@ impl ChunkedSource {
         range: Option<KeyRange>,
         after: Option<Vec<String>>,
         pace: Pace,
-        with_hidden: bool,
+        (with_hidden, format): (bool, CopyFormat),
         progress: Progress,
         cancel: CancellationToken,
     ) -> ChunkedSource {
@@ -111,15 +122,15 @@ impl ChunkedSource {
             name: quote_qualified(&plan.source.schema, &plan.source.name),
             chunk_rows: pace.chunk_rows,
             with_hidden,
+            format,
             client: None,
             until: None,
             range,
         };
-        let task = tokio::spawn(reader.run(after.clone(), tx, cancel.clone()));
+        let task = tokio::spawn(reader.run(after, tx, cancel.clone()));
         ChunkedSource {
             chunks,
             reader: Some(task),
-            after,
             pace,
             progress: Some(progress),
             started: Instant::now(),
@@ -149,6 +160,7 @@ struct Reader {
     name: String,
     chunk_rows: u32,
     with_hidden: bool,
+    format: CopyFormat,
     client: Option<Client>,
     /// The last key to copy (see the module's notes), once read; `Some(None)`
     /// when the table (or range) was empty.
@@ -160,39 +172,38 @@ impl Reader {
     async fn run(
         mut self,
         mut cursor: Option<Vec<String>>,
-        chunks: mpsc::Sender<Result<(ChunkData, ChunkSnapshot)>>,
+        chunks: mpsc::Sender<Result<Started>>,
         cancel: CancellationToken,
     ) {
         loop {
             let read = tokio::select! {
                 _ = cancel.cancelled() => Err(Error::Interrupted),
-                read = self.read_with_retries(cursor.as_deref()) => read,
+                read = self.read_with_retries(cursor.as_deref(), &chunks) => read,
             };
-            let next = match &read {
-                Ok((data, _)) if data.read.rows >= u64::from(self.chunk_rows) => {
-                    data.read.last_key.clone()
+            match read {
+                Ok(Some(ChunkRead {
+                    rows,
+                    last_key: Some(key),
+                })) if rows >= u64::from(self.chunk_rows) => cursor = Some(key),
+                Ok(_) => return,
+                Err(e) => {
+                    let _ = chunks.send(Err(e)).await;
+                    return;
                 }
-                _ => None,
-            };
-            if chunks.send(read).await.is_err() {
-                return;
-            }
-            match next {
-                Some(key) => cursor = Some(key),
-                None => return,
             }
         }
     }
 
-    /// Reads the chunk after `after`, again on a new connection when the
-    /// connection is lost.
+    /// Reads the chunk after `after` (`None`: no row follows, the copy is
+    /// complete), again on a new connection when the connection is lost.
     async fn read_with_retries(
         &mut self,
         after: Option<&[String]>,
-    ) -> Result<(ChunkData, ChunkSnapshot)> {
+        chunks: &mpsc::Sender<Result<Started>>,
+    ) -> Result<Option<ChunkRead>> {
         let mut attempt = 1;
         loop {
-            match self.read_once(after).await {
+            match self.read_once(after, chunks).await {
                 Ok(read) => return Ok(read),
                 Err(e) if attempt < ATTEMPTS && connection_lost(&e) => {
                     tracing::warn!(
@@ -209,7 +220,15 @@ impl Reader {
         }
     }
 
-    async fn read_once(&mut self, after: Option<&[String]>) -> Result<(ChunkData, ChunkSnapshot)> {
+    /// Reads one chunk in a transaction of its own and streams it to
+    /// `chunks`. A failure once its rows are on their way is also told to
+    /// the chunk's consumer: as a cut when the connection was lost (the
+    /// chunk is read again), as itself otherwise.
+    async fn read_once(
+        &mut self,
+        after: Option<&[String]>,
+        chunks: &mpsc::Sender<Result<Started>>,
+    ) -> Result<Option<ChunkRead>> {
         if self.client.as_ref().is_none_or(Client::is_closed) {
             self.client = Some(db::connect(&self.url, Role::Source).await?);
         }
@@ -286,21 +305,49 @@ impl Reader {
                 self.until = Some(last.map(|row| row.get(0)));
             }
             let until = self.until.clone().flatten();
-            let data = match &until {
+            let reading = match &until {
                 Some(until) => {
                     KeysetChunk::new(&table, after, self.chunk_rows)
                         .until(Some(until))
                         .within(scope.as_deref())
                         .with_extra(&extra)
-                        .read(&tx)
+                        .in_format(self.format)
+                        .start(&tx)
                         .await?
                 }
-                None => ChunkData::default(),
+                None => None,
+            };
+            let read = match reading {
+                None => None,
+                Some(reading) => {
+                    let (sender, rows) = ChunkRows::channel(self.format);
+                    let started = Started {
+                        rows,
+                        after: after.map(<[String]>::to_vec),
+                        snapshot,
+                    };
+                    if chunks.send(Ok(started)).await.is_err() {
+                        return Err(Error::Interrupted);
+                    }
+                    match reading.forward(&sender, None).await {
+                        Ok(read) => Some(read),
+                        Err(e) if source_lost(&e) => {
+                            let cut = SnapshotError::Cut(e.to_string());
+                            let _ = sender.send(Err(cut)).await;
+                            return Err(e.into());
+                        }
+                        Err(e) => {
+                            // The chunk's consumer reports it.
+                            let _ = sender.send(Err(e)).await;
+                            return Err(Error::Internal("a chunk could not be read".into()));
+                        }
+                    }
+                }
             };
             tx.commit()
                 .await
                 .map_err(|e| Error::source_query("closing a chunk's transaction", e))?;
-            return Ok((data, snapshot));
+            return Ok(read);
         }
     }
 }
@@ -339,7 +386,15 @@ async fn current_name(client: &Client, relid: u32, plan: &Plan) -> Result<String
 fn connection_lost(e: &Error) -> bool {
     match e {
         Error::Connect { .. } => true,
-        Error::Source(SnapshotError::Query { source, .. }) => {
+        Error::Source(e) => source_lost(e),
+        _ => false,
+    }
+}
+
+/// [`connection_lost`] for a source error.
+fn source_lost(e: &SnapshotError) -> bool {
+    match e {
+        SnapshotError::Query { source, .. } => {
             source.is_closed()
                 || source.code().is_none_or(|c| {
                     let class = &c.code()[..2];
@@ -356,18 +411,17 @@ impl HistorySource for ChunkedSource {
             return Err(Error::Interrupted);
         }
         self.started = Instant::now();
-        let Some(read) = self.chunks.recv().await else {
+        let Some(started) = self.chunks.recv().await else {
             return Ok(None);
         };
-        let (data, snapshot) = read?;
-        let Some(last_key) = data.read.last_key.clone() else {
-            return Ok(None);
-        };
-        let rows = i64::try_from(data.read.rows).unwrap_or(i64::MAX);
-        let after = self.after.replace(last_key.clone());
+        let Started {
+            rows,
+            after,
+            snapshot,
+        } = started?;
         Ok(Some(Batch {
             writes: Writes::Chunk {
-                data,
+                rows,
                 version: Version {
                     commit_lsn: snapshot.lsn,
                     seq: 0,
@@ -378,15 +432,16 @@ impl HistorySource for ChunkedSource {
             truncate: None,
             truncate_xid: None,
             changes: 0,
+            // Completed from what the chunk read once it is stored.
             cursor: Some(match self.range {
                 Some(range) => Cursor::Ranged {
                     range,
-                    last_key,
-                    rows,
+                    last_key: Vec::new(),
+                    rows: 0,
                 },
                 None => Cursor::Copied {
-                    last_key,
-                    rows,
+                    last_key: Vec::new(),
+                    rows: 0,
                     rate: self.rate,
                 },
             }),
@@ -402,5 +457,9 @@ impl HistorySource for ChunkedSource {
             self.rate = progress.advance(rows);
         }
         super::copy::pace(self.pace, rows, self.started, &self.cancel).await
+    }
+
+    fn confirms_upstream(&self) -> bool {
+        false
     }
 }

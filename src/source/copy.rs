@@ -2,8 +2,10 @@
 //! read inside an exported snapshot, each a batch versioned `(snapshot, 0)`
 //! with the key after it as its cursor.
 //!
-//! A reader task holds the snapshot's transaction and reads ahead one chunk
-//! while the previous one is stored. It first locks the table in ACCESS
+//! A reader task holds the snapshot's transaction and streams each chunk's
+//! rows to the destination as they arrive (see [`walfill_snapshot::rows`]);
+//! it reads the next chunk while the previous one is being stored, and
+//! feeds the rows of a text copy to the base snapshot writer on the way. It first locks the table in ACCESS
 //! SHARE mode, so no schema change can land while the copy runs, then
 //! checks that the table was not rewritten since the snapshot (a rewrite is
 //! not MVCC-safe: the snapshot would see it empty), and reads the columns'
@@ -18,7 +20,7 @@ use tokio_postgres::{Client, IsolationLevel};
 use tokio_util::sync::CancellationToken;
 use walfill_core::sql::{quote_literal, quote_qualified};
 use walfill_core::{Lsn, Version};
-use walfill_snapshot::{ChunkData, KeysetChunk, SourceTable};
+use walfill_snapshot::{ChunkRows, CopyFormat, KeysetChunk, SourceTable};
 
 use crate::apply::{Batch, Cursor, HistorySource, StreamDesc, Writes};
 use crate::base::BaseWriter;
@@ -47,6 +49,18 @@ pub struct Snapshot {
     /// Send the plan's hidden columns again after the row's own, in the
     /// version table's column order (a load straight into it).
     pub with_hidden: bool,
+    /// How the rows travel (text when a base snapshot is written).
+    pub format: CopyFormat,
+}
+
+/// What the reader gives back: its session and the base snapshot writer
+/// it fed.
+type Finished = (Client, Option<BaseWriter>);
+
+/// A chunk the reader has started: its rows, and the key they follow.
+pub(super) struct Started {
+    pub(super) rows: ChunkRows,
+    pub(super) after: Option<Vec<String>>,
 }
 
 /// What the reader found once it held the snapshot and the lock.
@@ -57,16 +71,13 @@ struct Opened {
 
 /// A copy of the table after `after`, as batches.
 pub struct CopySource {
-    chunks: mpsc::Receiver<Result<ChunkData>>,
-    reader: Option<JoinHandle<Result<Client>>>,
+    chunks: mpsc::Receiver<Result<Started>>,
+    reader: Option<JoinHandle<Result<Finished>>>,
     version: Version,
-    after: Option<Vec<String>>,
     pace: Pace,
     progress: Option<Progress>,
     started: Instant,
     rate: f64,
-    base: Option<BaseWriter>,
-    last: Option<ChunkData>,
     cancel: CancellationToken,
     /// The stream's description of the table as of the snapshot.
     pub stream_desc: StreamDesc,
@@ -97,8 +108,10 @@ impl CopySource {
             plan.source.oid,
             snapshot.name.clone(),
             snapshot.scope.clone(),
-            after.clone(),
+            after,
             pace.chunk_rows,
+            snapshot.format,
+            base,
             opened_tx,
             table_rx,
             chunks_tx,
@@ -122,13 +135,10 @@ impl CopySource {
             chunks,
             reader: Some(reader),
             version: Version::snapshot(snapshot.lsn),
-            after,
             pace,
             progress: Some(progress),
             started: Instant::now(),
             rate: 0.0,
-            base,
-            last: None,
             cancel,
             stream_desc: opened.stream_desc,
         })
@@ -136,7 +146,7 @@ impl CopySource {
 
     /// Waits for the reader to close the snapshot and gives back its
     /// session, and the base snapshot writer.
-    pub async fn finish(mut self) -> Result<(Client, Option<BaseWriter>)> {
+    pub async fn finish(mut self) -> Result<Finished> {
         if let Some(progress) = self.progress.take() {
             progress.finish();
         }
@@ -144,14 +154,13 @@ impl CopySource {
             .reader
             .take()
             .ok_or_else(|| Error::Internal("no reader".into()))?;
-        let client = reader
+        reader
             .await
-            .map_err(|e| Error::Internal(format!("the snapshot reader failed: {e}")))??;
-        Ok((client, self.base.take()))
+            .map_err(|e| Error::Internal(format!("the snapshot reader failed: {e}")))?
     }
 }
 
-async fn reader_failed(reader: JoinHandle<Result<Client>>) -> Error {
+async fn reader_failed<T>(reader: JoinHandle<Result<T>>) -> Error {
     match reader.await {
         Ok(Err(e)) => e,
         Ok(Ok(_)) => Error::Internal("the snapshot reader stopped early".into()),
@@ -231,7 +240,8 @@ pub(super) fn copy_table(plan: &Plan, now: &SourceTable) -> Result<SourceTable> 
 }
 
 /// The reader task: imports the snapshot, locks the table, reports what it
-/// found, then reads chunks until the table ends or the receiver is gone.
+/// found, then streams chunks until the table ends or the receiver is gone;
+/// gives back its session and the base snapshot writer it fed.
 #[allow(clippy::too_many_arguments)]
 async fn read_chunks(
     mut client: Client,
@@ -240,10 +250,12 @@ async fn read_chunks(
     scope: Option<String>,
     after: Option<Vec<String>>,
     chunk_rows: u32,
+    format: CopyFormat,
+    mut base: Option<BaseWriter>,
     opened: oneshot::Sender<Result<Opened>>,
     table: oneshot::Receiver<(SourceTable, Vec<String>)>,
-    chunks: mpsc::Sender<Result<ChunkData>>,
-) -> Result<Client> {
+    chunks: mpsc::Sender<Result<Started>>,
+) -> Result<Finished> {
     let tx = client
         .build_transaction()
         .isolation_level(IsolationLevel::RepeatableRead)
@@ -306,29 +318,53 @@ async fn read_chunks(
         let chunk = KeysetChunk::new(&table, cursor.as_deref(), chunk_rows)
             .within(scope.as_deref())
             .with_extra(&extra)
-            .read(&tx)
-            .await
-            .map_err(Error::from);
-        let (last, full) = match &chunk {
-            Ok(data) => (
-                data.read.last_key.clone(),
-                data.read.rows >= u64::from(chunk_rows),
-            ),
-            Err(_) => (None, false),
+            .in_format(format);
+        let reading = match chunk.start(&tx).await {
+            Ok(Some(reading)) => reading,
+            Ok(None) => break,
+            Err(e) => {
+                let _ = chunks.send(Err(e.into())).await;
+                return Err(Error::Internal("the copy failed".into()));
+            }
         };
-        let failed = chunk.is_err();
-        if chunks.send(chunk).await.is_err() || failed {
+        let (sender, rows) = ChunkRows::channel(format);
+        let announced = Started {
+            rows,
+            after: cursor.clone(),
+        };
+        if chunks.send(Ok(announced)).await.is_err() {
             return Err(Error::Internal("the copy was abandoned".into()));
         }
-        match last {
-            Some(key) if full => cursor = Some(key),
+        let mut tap = base.as_mut().map(|b| b.tap());
+        let read = match reading
+            .forward(
+                &sender,
+                tap.as_mut().map(|t| t as &mut walfill_snapshot::RowTap<'_>),
+            )
+            .await
+        {
+            Ok(read) => read,
+            Err(e) => {
+                let _ = sender.send(Err(e)).await;
+                return Err(Error::Internal("the copy failed".into()));
+            }
+        };
+        drop(tap);
+        if let Some(writer) = base.as_mut() {
+            if let Err(e) = writer.flush_if_due().await {
+                tracing::warn!(error = %e.describe(), "giving up the base snapshot; the copy goes on");
+                base = None;
+            }
+        }
+        match read.last_key {
+            Some(key) if read.rows >= u64::from(chunk_rows) => cursor = Some(key),
             _ => break,
         }
     }
     tx.commit()
         .await
         .map_err(|e| Error::source_query("closing the snapshot transaction", e))?;
-    Ok(client)
+    Ok((client, base))
 }
 
 impl HistorySource for CopySource {
@@ -340,18 +376,10 @@ impl HistorySource for CopySource {
         let Some(chunk) = self.chunks.recv().await else {
             return Ok(None);
         };
-        let data = chunk?;
-        let Some(last_key) = data.read.last_key.clone() else {
-            return Ok(None);
-        };
-        let rows = i64::try_from(data.read.rows).unwrap_or(i64::MAX);
-        let after = self.after.replace(last_key.clone());
-        if self.base.is_some() {
-            self.last = Some(data.clone());
-        }
+        let Started { rows, after } = chunk?;
         Ok(Some(Batch {
             writes: Writes::Chunk {
-                data,
+                rows,
                 version: self.version,
                 snapshot: None,
                 after,
@@ -359,9 +387,10 @@ impl HistorySource for CopySource {
             truncate: None,
             truncate_xid: None,
             changes: 0,
+            // Completed from what the chunk read once it is stored.
             cursor: Some(Cursor::Copied {
-                last_key,
-                rows,
+                last_key: Vec::new(),
+                rows: 0,
                 rate: self.rate,
             }),
         }))
@@ -372,15 +401,13 @@ impl HistorySource for CopySource {
             return Ok(());
         };
         let rows = u64::try_from(*rows).unwrap_or(0);
-        if let (Some(writer), Some(data)) = (self.base.as_mut(), self.last.take()) {
-            if let Err(e) = writer.add(&data, self.version.commit_lsn).await {
-                tracing::warn!(error = %e.describe(), "giving up the base snapshot; the copy goes on");
-                self.base = None;
-            }
-        }
         if let Some(progress) = self.progress.as_mut() {
             self.rate = progress.advance(rows);
         }
         pace(self.pace, rows, self.started, &self.cancel).await
+    }
+
+    fn confirms_upstream(&self) -> bool {
+        false
     }
 }

@@ -214,7 +214,7 @@ impl LiveSource {
             RowChange::Message { .. } => return Ok(()),
         };
         self.folder
-            .fold(&mut self.pending, version, self.xid, &change)?;
+            .fold(&mut self.pending, version, self.xid, change)?;
         Ok(())
     }
 

@@ -80,22 +80,6 @@ impl VersionState {
                 )
                 .await
             }
-            Cursor::BasePart { file, rows } => {
-                tx.execute(
-                    &sql("copy_cursor = ARRAY[$7::text], rows_copied = rows_copied + $8"),
-                    &[
-                        key.0,
-                        key.1,
-                        &key.2,
-                        &changes,
-                        &truncated_lsn,
-                        &truncated_seq,
-                        file,
-                        rows,
-                    ],
-                )
-                .await
-            }
             Cursor::Replayed {
                 committed,
                 read,
@@ -118,6 +102,22 @@ impl VersionState {
                         read,
                         rows,
                         rate,
+                    ],
+                )
+                .await
+            }
+            Cursor::Merged { last_key, rows } => {
+                tx.execute(
+                    &sql("load_cursor = $7, rows_copied = rows_copied + $8"),
+                    &[
+                        key.0,
+                        key.1,
+                        &key.2,
+                        &changes,
+                        &truncated_lsn,
+                        &truncated_seq,
+                        last_key,
+                        rows,
                     ],
                 )
                 .await
@@ -178,10 +178,6 @@ impl VersionState {
             Cursor::Ranged { rows, .. } => {
                 self.rows_copied += rows;
             }
-            Cursor::BasePart { file, rows } => {
-                self.copy_cursor = Some(vec![file.clone()]);
-                self.rows_copied += rows;
-            }
             Cursor::Replayed {
                 committed,
                 read,
@@ -192,6 +188,10 @@ impl VersionState {
                 self.replay_read_lsn = Some(*read);
                 self.rows_copied += rows;
                 self.copy_rate = *rate;
+            }
+            Cursor::Merged { last_key, rows } => {
+                self.load_cursor = Some(last_key.clone());
+                self.rows_copied += rows;
             }
             Cursor::Streamed {
                 end, description, ..

@@ -85,6 +85,10 @@ ALTER TABLE walfill.versions ADD COLUMN IF NOT EXISTS lost text;
 ALTER TABLE walfill.versions ADD COLUMN IF NOT EXISTS replaced_table text;
 -- How far a replay has read the archived WAL (for its progress).
 ALTER TABLE walfill.versions ADD COLUMN IF NOT EXISTS replay_read_lsn pg_lsn;
+-- Added with replays that fold to disk: the last key (in walfill's own
+-- order of the merged rows) a replay's load has stored, so that a load
+-- interrupted resumes after it.
+ALTER TABLE walfill.versions ADD COLUMN IF NOT EXISTS load_cursor text[];
 
 -- Added with `walfill serve`.
 --

@@ -30,7 +30,7 @@ pub enum FillStart {
 
 /// What a version forgets of its progress when its fill starts over.
 const RESET: &str = "copy_cursor = NULL, rows_copied = 0, replayed_lsn = NULL, \
-                     replay_read_lsn = NULL, copy_rate = 0, \
+                     replay_read_lsn = NULL, load_cursor = NULL, copy_rate = 0, \
                      changes_applied = 0, truncated_lsn = NULL, truncated_seq = NULL";
 
 /// What a version forgets of its slot when it is built again.
@@ -236,6 +236,21 @@ impl VersionState {
         .await
     }
 
+    /// Starts a replay's load over: its table holds rows an earlier attempt
+    /// left without a load cursor to go on from. One transaction.
+    pub async fn restart_load(&mut self, client: &mut Client) -> Result<()> {
+        self.transition(
+            client,
+            "the replay's new start",
+            Some(format!("TRUNCATE {}", self.staging_table())),
+            RESET,
+            &[],
+            "replay_restarted",
+            serde_json::json!({}),
+        )
+        .await
+    }
+
     /// Gives up replaying: the version goes back to planned, to be built
     /// from a snapshot, for `reason`. One transaction.
     pub async fn fall_back(&mut self, client: &mut Client, reason: &str) -> Result<()> {
@@ -256,19 +271,26 @@ impl VersionState {
 
     /// The version is filled up to its boundary: it catches up with the
     /// stream from there, whose columns `stream` describes (when the fill
-    /// did not record them when it started).
+    /// did not record them when it started). `spilled`: what a replay's
+    /// fold wrote to local disk, for the record.
     pub async fn finish_fill(
         &mut self,
         client: &mut Client,
         stream: Option<&StreamDesc>,
+        spilled: Option<crate::apply::Spilled>,
     ) -> Result<()> {
         let desc = stream
             .map(serde_json::to_value)
             .transpose()
             .map_err(|e| Error::Internal(format!("describing the stream: {e}")))?;
-        let detail = serde_json::json!({
+        let mut detail = serde_json::json!({
             "path": self.path.as_str(), "rows": self.rows_copied, "changes": self.changes_applied
         });
+        if let Some(spilled) = spilled {
+            detail["spilled_runs"] = spilled.runs.into();
+            detail["spilled_bytes"] = spilled.bytes.into();
+            detail["spilled_peak_bytes"] = spilled.peak_bytes.into();
+        }
         self.transition(
             client,
             "the end of the fill",

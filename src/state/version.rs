@@ -181,6 +181,8 @@ pub struct VersionState {
     pub replayed_lsn: Option<Lsn>,
     /// How far the replay has read the archived WAL.
     pub replay_read_lsn: Option<Lsn>,
+    /// The last key a replay's load of its merged rows has stored.
+    pub load_cursor: Option<Vec<String>>,
     /// The version's logical slot.
     pub slot_name: String,
     /// The slot's consistent point.
@@ -224,7 +226,7 @@ const COLUMNS: &str = "target, version, dest_schema, table_name, source_table, s
     truncated_lsn, truncated_seq, last_error, created_at::text, swapped_at::text,
     updated_at::text, path, path_reason, replay_base, restart_lsn, replayed_lsn,
     source_relid, source_schema, source_name, source_desc, stream_desc, lease, lost,
-    replaced_table, replay_read_lsn";
+    replaced_table, replay_read_lsn, load_cursor";
 
 impl VersionState {
     fn from_row(row: &Row) -> Result<VersionState> {
@@ -300,6 +302,7 @@ impl VersionState {
             lost: row.get(35),
             replaced_table: row.get(36),
             replay_read_lsn: row.get(37),
+            load_cursor: row.get(38),
         })
     }
 

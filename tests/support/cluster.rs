@@ -184,6 +184,10 @@ impl TestDb {
 
 impl Drop for TestDb {
     fn drop(&mut self) {
+        if std::env::var_os("WALFILL_TEST_KEEP_DB").is_some() {
+            eprintln!("keeping database {}", self.name);
+            return;
+        }
         let Ok(mut client) = Client::connect(&self.admin, NoTls) else {
             return;
         };

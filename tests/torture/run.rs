@@ -158,7 +158,8 @@ pub fn run(seed: u64, scale: Scale) -> Result<Outcome, String> {
             .unwrap_or_default();
         format!(
             "[archive]\nurl = \"{}\"\nwait_seconds = 120\n\n[backfill]\nchunk_rows = 50\n{copy}\
-             apply_batch_changes = 100\napply_memory_mb = 1\nswap_max_lag_bytes = 262144\n\n\
+             apply_batch_changes = 100\napply_memory_mb = 1\nreplay_memory_mb = 0.02\n\
+             swap_max_lag_bytes = 262144\n\n\
              [[target]]\nname = \"tv\"\nsource = \"{source}\"\nselect = \"{select}\"\n{filter}\
              version = \"{version}\"\n",
             archive_url()

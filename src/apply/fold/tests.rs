@@ -54,6 +54,7 @@ fn plan() -> Plan {
         hidden: Vec::new(),
         referenced: vec!["id".into(), "body".into()],
         warnings: Vec::new(),
+        identity: false,
     }
 }
 
@@ -110,8 +111,8 @@ fn last_change_per_key_wins_and_unread_columns_are_left_out() {
         old: None,
         new: vec![t("1"), Datum::Unchanged, t("8")],
     };
-    fold.add(&map, &insert, v(10, 1), None).unwrap();
-    fold.add(&map, &update, v(10, 2), None).unwrap();
+    fold.add(&map, insert.clone(), v(10, 1), None).unwrap();
+    fold.add(&map, update.clone(), v(10, 2), None).unwrap();
     let entries: HashMap<_, _> = fold.drain().collect();
     assert_eq!(entries.len(), 1);
     let e = &entries[&key("1")];
@@ -133,7 +134,7 @@ fn columns_are_matched_by_attribute_number_not_by_name() {
         relation: past,
         new: vec![t("1"), t("dropped value")],
     };
-    fold.add(&map, &insert, v(5, 1), None).unwrap();
+    fold.add(&map, insert.clone(), v(5, 1), None).unwrap();
     let entries: HashMap<_, _> = fold.drain().collect();
     assert_eq!(entries[&key("1")].values[1], Datum::Null);
 
@@ -145,7 +146,7 @@ fn columns_are_matched_by_attribute_number_not_by_name() {
         relation: renamed,
         new: vec![t("2"), t("kept"), t("0")],
     };
-    fold.add(&map, &insert, v(6, 1), None).unwrap();
+    fold.add(&map, insert.clone(), v(6, 1), None).unwrap();
     let entries: HashMap<_, _> = fold.drain().collect();
     assert_eq!(entries[&key("2")].values[1], t("kept"));
 }
@@ -160,13 +161,13 @@ fn key_change_leaves_a_tombstone_and_remembers_where_to_fill_from() {
         old: Some(vec![t("1"), Datum::Null, Datum::Null]),
         new: vec![t("2"), Datum::Unchanged, t("3")],
     };
-    fold.add(&map, &moved, v(20, 1), None).unwrap();
+    fold.add(&map, moved.clone(), v(20, 1), None).unwrap();
     let moved_again = RowChange::Update {
         relation: rel.clone(),
         old: Some(vec![t("2"), Datum::Null, Datum::Null]),
         new: vec![t("5"), Datum::Unchanged, t("4")],
     };
-    fold.add(&map, &moved_again, v(21, 1), None).unwrap();
+    fold.add(&map, moved_again.clone(), v(21, 1), None).unwrap();
     let entries: HashMap<_, _> = fold.drain().collect();
     assert_eq!(entries[&key("1")].op, Op::Delete);
     assert_eq!(entries[&key("2")].op, Op::Delete);
@@ -188,7 +189,7 @@ fn a_key_image_is_not_a_whole_old_row_but_a_full_identity_row_is() {
         old: Some(vec![t("1"), Datum::Null, Datum::Null]),
         new: vec![t("2"), Datum::Unchanged, t("3")],
     };
-    fold.add(&map, &change, v(30, 1), None).unwrap();
+    fold.add(&map, change.clone(), v(30, 1), None).unwrap();
     let entries: HashMap<_, _> = fold.drain().collect();
     assert_eq!(entries[&key("2")].values[1], Datum::Unchanged);
 
@@ -199,7 +200,7 @@ fn a_key_image_is_not_a_whole_old_row_but_a_full_identity_row_is() {
         old: Some(vec![t("1"), t("old body"), t("3")]),
         new: vec![t("1"), Datum::Unchanged, t("3")],
     };
-    fold.add(&map, &change, v(31, 1), None).unwrap();
+    fold.add(&map, change.clone(), v(31, 1), None).unwrap();
     let entries: HashMap<_, _> = fold.drain().collect();
     let e = &entries[&key("1")];
     assert_eq!(e.values[1], t("old body"));

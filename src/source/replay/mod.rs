@@ -1,39 +1,40 @@
-//! Archived WAL as a history source: segments decoded on a blocking thread,
-//! the table's changes versioned and folded to one write per key there, and
-//! handed over as batches whose cursor is the last transaction completed.
+//! Archived WAL as a history source: segments decoded on a blocking thread
+//! (see [`sink`]), the table's changes versioned there and folded on
+//! another thread (see [`folding`]) to one write per key in an
+//! [`ExternalFold`] (bounded memory, sorted runs spilled to local disk), on
+//! top of the base snapshot's rows when the replay starts from one.
 //!
-//! Folding on the decoding thread lets decoding go on while the apply loop
-//! stores the previous batch. A batch may hold part of a transaction still
-//! being decoded: the version's table is not visible to readers during a
-//! replay, and a rerun decodes from the start again and stores, by the
-//! version rule, only what is newer.
+//! Nothing is stored while the WAL is decoded: the apply loop only records
+//! how far decoding has read. Once every record before the boundary is
+//! decoded, the fold's runs are merged and each key's final row is handed
+//! over once, in key order, in batches a table being loaded takes with
+//! plain inserts, while the merge goes on. The cursor of each batch is its
+//! last key: an interrupted load decodes again and goes on after it.
+
+mod folding;
+mod sink;
 
 use std::collections::BTreeSet;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
-use walfill_core::{Lsn, RowChange, TxnVersions, Version};
+use walfill_core::{Lsn, TxnVersions};
 use walfill_replay::archive::{Archive, ReadOptions};
 use walfill_replay::decode::{
     decode_segments, Catalog, DecodeOptions, Decoder, Identity, LostRelation, NewRelation,
-    RelationSchema, Sink, SinkError, TxnInfo, UnsupportedColumn,
+    RelationSchema, UnsupportedColumn,
 };
 use walfill_replay::TimelineId;
 
-use crate::apply::{Batch, Cursor, Era, Fold, Folder, HistorySource, Writes};
+use crate::apply::{Batch, Era, ExternalFold, Folder, HistorySource, Spilled};
+use crate::base::Manifest;
 use crate::decode::{change_budget, READ_AHEAD};
 use crate::error::{Error, Result};
 use crate::plan::Plan;
+use crate::planner::blocking_loss;
 use crate::progress::Progress;
-
-/// The progress of decoding is reported every this many bytes of WAL.
-const PROGRESS_STEP: u64 = 16 << 20;
-
-/// Replayed changes pending in the fold are stored at least this often, so
-/// an interrupted replay resumes from a recent position.
-const FLUSH_INTERVAL: Duration = Duration::from_secs(30);
 
 /// Memory for transactions being decoded; larger ones spill to disk.
 const DECODE_MEMORY: usize = 512 << 20;
@@ -53,6 +54,10 @@ pub struct ReplayRange {
     /// The table's description at `restart`, when decoding starts from a
     /// base snapshot (otherwise the catalog journal describes it).
     pub known: Option<NewRelation>,
+    /// The base snapshot whose rows come before the WAL's changes.
+    pub base: Option<Box<Manifest>>,
+    /// Keys up to this one (in the merge's order) are stored already.
+    pub loaded: Option<Vec<String>>,
     /// Decoding starts before the table's creation: every change to a
     /// relation file created while decoding is decoded, whatever
     /// transaction made it (see `DecodeOptions::follow_new_files`).
@@ -76,6 +81,8 @@ pub struct ReplayOutcome {
     pub relation: Option<NewRelation>,
     /// Transactions completed.
     pub transactions: u64,
+    /// What the fold wrote to local disk.
+    pub spilled: Spilled,
 }
 
 /// A replay of `range` for one plan, as batches.
@@ -85,13 +92,24 @@ pub struct ReplaySource {
     cancel: CancellationToken,
 }
 
+/// How much a replay's fold may hold in memory, and where it spills.
+#[derive(Clone, Debug)]
+pub struct FoldSpace {
+    /// Bytes of folded rows in memory.
+    pub memory: usize,
+    /// The directory sorted runs go to.
+    pub spill_dir: std::path::PathBuf,
+    /// Merged rows per stored batch.
+    pub batch_rows: usize,
+}
+
 impl ReplaySource {
     /// Starts decoding on a blocking thread.
     pub async fn start(
         archive: &Archive,
         range: ReplayRange,
         plan: &Plan,
-        fold_bytes: usize,
+        space: FoldSpace,
         label: String,
         cancel: CancellationToken,
     ) -> Result<ReplaySource> {
@@ -111,14 +129,27 @@ impl ReplaySource {
             identity: Some(range.identity.clone()),
             ..DecodeOptions::default()
         };
-        // One batch being stored, one waiting, one being filled.
-        let fold_bytes = (fold_bytes / 3).max(1);
-        let (tx, batches) = mpsc::channel::<Batch>(1);
+        let (tx, batches) = mpsc::channel::<Batch>(2);
         let runtime = tokio::runtime::Handle::current();
         let archive = archive.clone();
         let folder = Folder::new(plan.clone(), Era::Past);
+        let plan = plan.clone();
         let total = range.boundary.checked_sub(range.restart).unwrap_or(0);
         let decoding = tokio::task::spawn_blocking(move || {
+            let batch_rows = space.batch_rows.max(1);
+            let (to_fold, messages) = std::sync::mpsc::sync_channel(16);
+            let folder = folding::FoldThread {
+                fold: ExternalFold::new(folder, space.memory, space.spill_dir),
+                batches: tx,
+                base: range
+                    .base
+                    .clone()
+                    .map(|m| (archive.clone(), m, runtime.clone())),
+            };
+            let fold_thread = std::thread::Builder::new()
+                .name("walfill-fold".into())
+                .spawn(move || folder.run(messages))
+                .map_err(|e| Error::Internal(format!("starting the fold thread: {e}")))?;
             let segments = archive.read_blocking(
                 &runtime,
                 range.restart,
@@ -128,23 +159,16 @@ impl ReplaySource {
                     .following(TimelineId(range.identity.timeline)),
             );
             let mut decoder = Decoder::new(catalog, options);
-            let mut sink = BatchSink {
-                tx,
-                folder,
+            let mut sink = sink::ForwardSink {
+                out: to_fold,
                 versions: TxnVersions::new(relid),
-                fold: Fold::default(),
-                fold_bytes,
-                changes: 0,
-                truncate: None,
-                committed: None,
+                pending: Vec::new(),
                 transactions: 0,
-                sent_at: Instant::now(),
+                reported_at: Instant::now(),
                 progress: Progress::bytes(label, Some(total), 0),
                 position: range.restart,
                 read: range.restart,
                 rate: 0.0,
-                written: 0,
-                failed: None,
             };
             let fed = decode_segments(
                 segments,
@@ -153,24 +177,52 @@ impl ReplaySource {
                 &mut decoder,
                 &mut sink,
             );
-            if let Some(e) = sink.failed.take() {
-                return Err(e);
-            }
-            let sent = sink.send();
             let fed = fed.map_err(|e| match e.is_history_gap() {
                 true => Error::History(e.to_string()),
                 false => Error::Decode(e.to_string()),
-            })?;
-            sent.map_err(|e| Error::Internal(e.to_string()))?;
-            sink.progress.finish();
-            Ok(ReplayOutcome {
+            });
+            let fed = match fed.and_then(|fed| match fed.reached_to {
+                true => sink
+                    .report()
+                    .map(|()| fed)
+                    .map_err(|_| Error::Internal("the fold thread stopped".into())),
+                false => Ok(fed),
+            }) {
+                Ok(fed) => fed,
+                Err(e) => {
+                    drop(sink);
+                    // A fold that failed first has the error to tell.
+                    joined(fold_thread)?;
+                    return Err(e);
+                }
+            };
+            let sink::ForwardSink {
+                out,
+                transactions,
+                progress,
+                ..
+            } = sink;
+            progress.finish();
+            let mut outcome = ReplayOutcome {
                 reached_boundary: fed.reached_to,
                 end: fed.end,
                 lost: decoder.lost().to_vec(),
                 unsupported: decoder.unsupported().clone(),
                 relation: decoder.catalog().by_oid(relid).map(|r| r.spec.clone()),
-                transactions: sink.transactions,
-            })
+                transactions,
+                spilled: Spilled::default(),
+            };
+            // Rows are stored only from a complete history they can be
+            // right from.
+            let usable =
+                outcome.reached_boundary && check(&plan, range.emit_from, &outcome).is_ok();
+            if usable {
+                let loaded = range.loaded.clone();
+                let _ = out.send(folding::Folding::Load { loaded, batch_rows });
+            }
+            drop(out);
+            outcome.spilled = joined(fold_thread)?;
+            Ok(outcome)
         });
         Ok(ReplaySource {
             batches,
@@ -201,103 +253,34 @@ impl HistorySource for ReplaySource {
             batch = self.batches.recv() => Ok(batch),
         }
     }
-}
 
-/// Folds the table's changes into batches on the decoding thread.
-struct BatchSink {
-    tx: mpsc::Sender<Batch>,
-    folder: Folder,
-    versions: TxnVersions,
-    fold: Fold,
-    fold_bytes: usize,
-    changes: i64,
-    truncate: Option<Version>,
-    committed: Option<Lsn>,
-    transactions: u64,
-    sent_at: Instant,
-    progress: Progress,
-    position: Lsn,
-    /// End of the last transaction read.
-    read: Lsn,
-    /// Recent rate of reading WAL, bytes per second.
-    rate: f64,
-    /// Rows handed to the apply loop so far.
-    written: i64,
-    /// Why folding failed, when it did (the decoder sees only that it did).
-    failed: Option<Error>,
-}
-
-impl BatchSink {
-    /// Hands what is pending to the apply loop.
-    fn send(&mut self) -> Result<(), SinkError> {
-        if self.fold.is_empty() && self.committed.is_none() && self.truncate.is_none() {
-            return Ok(());
-        }
-        let rows = self.fold.len() as i64;
-        self.written += rows;
-        self.progress
-            .set_detail(format!("{} rows written", self.written));
-        let batch = Batch {
-            writes: Writes::Folded(std::mem::take(&mut self.fold)),
-            truncate: self.truncate.take(),
-            truncate_xid: None,
-            changes: std::mem::take(&mut self.changes),
-            cursor: Some(Cursor::Replayed {
-                committed: self.committed.take(),
-                read: self.read,
-                rows,
-                rate: self.rate,
-            }),
-        };
-        self.sent_at = Instant::now();
-        self.tx
-            .blocking_send(batch)
-            .map_err(|_| "the apply loop stopped".into())
+    fn confirms_upstream(&self) -> bool {
+        false
     }
 }
 
-impl Sink for BatchSink {
-    fn begin(&mut self, txn: &TxnInfo) -> Result<(), SinkError> {
-        self.versions.begin(txn.commit_lsn);
-        Ok(())
-    }
+/// The fold thread's result.
+fn joined(thread: std::thread::JoinHandle<Result<Spilled>>) -> Result<Spilled> {
+    thread
+        .join()
+        .map_err(|_| Error::Internal("the fold thread panicked".into()))?
+}
 
-    fn change(&mut self, _: &TxnInfo, change: RowChange) -> Result<(), SinkError> {
-        let Some(version) = self.versions.next(&change) else {
-            return Ok(());
-        };
-        self.changes += 1;
-        if let RowChange::Truncate { .. } = change {
-            self.truncate = self.truncate.max(Some(version));
-            return Ok(());
-        }
-        if let Err(e) = self.folder.fold(&mut self.fold, version, None, &change) {
-            self.failed = Some(e);
-            return Err("folding a change failed".into());
-        }
-        // A huge transaction may fill the fold by itself.
-        if self.fold.bytes() >= self.fold_bytes {
-            self.send()?;
-        }
-        Ok(())
+/// Fails when the replayed rows cannot be right: the table's changes could
+/// not be followed from `from` on, or a column the transform reads could
+/// not be decoded.
+pub fn check(plan: &Plan, from: Lsn, outcome: &ReplayOutcome) -> Result<()> {
+    if let Some(lost) = blocking_loss(&outcome.lost, plan, from) {
+        return Err(Error::History(format!(
+            "{} cannot be followed through the archive from {}: {}",
+            plan.source, lost.lsn, lost.reason
+        )));
     }
-
-    fn commit(&mut self, txn: &TxnInfo) -> Result<(), SinkError> {
-        self.committed = Some(txn.commit_lsn);
-        self.read = txn.commit_lsn;
-        self.transactions += 1;
-        let moved = txn.commit_lsn.checked_sub(self.position).unwrap_or(0);
-        if moved >= PROGRESS_STEP {
-            self.position = txn.commit_lsn;
-            self.rate = self.progress.advance(moved);
-        }
-        if self.fold.bytes() >= self.fold_bytes || self.sent_at.elapsed() >= FLUSH_INTERVAL {
-            self.send()?;
-        }
-        Ok(())
+    if let Some(column) = outcome.unsupported.iter().find(|c| plan.reads(&c.column)) {
+        return Err(Error::History(format!(
+            "column {}.{} has type {}, which walfill cannot decode from WAL",
+            column.relation, column.column, column.type_name
+        )));
     }
-
-    fn message(&mut self, _: Lsn, _: &str, _: &[u8]) -> Result<(), SinkError> {
-        Ok(())
-    }
+    Ok(())
 }

@@ -1,0 +1,361 @@
+//! Sorted runs of folded writes on local disk.
+//!
+//! A run is a file of entries in key order, each a length-prefixed record
+//! (key, operation, version, xid, values, fill key), with every
+//! [`INDEX_EVERY`]th key kept in memory so that one key can be looked up
+//! without reading the whole run. The file is anonymous (unlinked on
+//! creation): it goes when the run is dropped or the process dies.
+
+use std::fs::File;
+use std::io::{self, BufWriter, Write};
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+
+use walfill_core::{Datum, Lsn, Version};
+
+use crate::apply::fold::{Entry, Op};
+
+/// Every this many entries, a run's key and offset stay in memory.
+const INDEX_EVERY: usize = 64;
+
+/// Bytes a sequential reader reads at a time.
+const READ_BYTES: usize = 256 * 1024;
+
+/// One sorted run on disk.
+#[derive(Debug)]
+pub(super) struct Run {
+    file: File,
+    /// Key and offset of every [`INDEX_EVERY`]th entry.
+    index: Vec<(Vec<String>, u64)>,
+    /// The file's length.
+    len: u64,
+    /// The newest version of its entries.
+    newest: Version,
+}
+
+impl Run {
+    /// Writes `entries` (in key order) as a run in `dir`.
+    pub(super) fn write(dir: &Path, entries: &[(Vec<String>, Entry)]) -> io::Result<Run> {
+        let file = tempfile::tempfile_in(dir)?;
+        let mut out = BufWriter::with_capacity(1 << 20, &file);
+        let mut index = Vec::with_capacity(entries.len() / INDEX_EVERY + 1);
+        let mut offset = 0u64;
+        let mut record = Vec::new();
+        for (i, (key, entry)) in entries.iter().enumerate() {
+            if i % INDEX_EVERY == 0 {
+                index.push((key.clone(), offset));
+            }
+            record.clear();
+            encode(&mut record, key, entry);
+            out.write_all(&(record.len() as u32).to_le_bytes())?;
+            out.write_all(&record)?;
+            offset += 4 + record.len() as u64;
+        }
+        out.flush()?;
+        drop(out);
+        Ok(Run {
+            file,
+            index,
+            len: offset,
+            newest: entries
+                .iter()
+                .map(|(_, e)| e.version)
+                .max()
+                .unwrap_or_default(),
+        })
+    }
+
+    /// The newest version of the run's entries.
+    pub(super) fn newest(&self) -> Version {
+        self.newest
+    }
+
+    /// Bytes the run takes on disk.
+    pub(super) fn bytes(&self) -> u64 {
+        self.len
+    }
+
+    /// The run's entries in key order.
+    pub(super) fn reader(&self) -> RunReader<'_> {
+        RunReader {
+            run: self,
+            offset: 0,
+            buffer: Vec::new(),
+            at: 0,
+        }
+    }
+
+    /// The entry for `key`, if the run has one.
+    pub(super) fn lookup(&self, key: &[String]) -> io::Result<Option<Entry>> {
+        let start = match self.index.partition_point(|(k, _)| k.as_slice() <= key) {
+            0 => return Ok(None),
+            n => self.index[n - 1].1,
+        };
+        let mut reader = RunReader {
+            run: self,
+            offset: start,
+            buffer: Vec::new(),
+            at: 0,
+        };
+        for _ in 0..INDEX_EVERY {
+            match reader.next_entry()? {
+                Some((k, entry)) if k.as_slice() == key => return Ok(Some(entry)),
+                Some((k, _)) if k.as_slice() > key => return Ok(None),
+                Some(_) => {}
+                None => return Ok(None),
+            }
+        }
+        Ok(None)
+    }
+}
+
+/// Reads a run's entries in order.
+pub(super) struct RunReader<'a> {
+    run: &'a Run,
+    /// File offset of `buffer`'s end.
+    offset: u64,
+    buffer: Vec<u8>,
+    /// Read position in `buffer`.
+    at: usize,
+}
+
+impl RunReader<'_> {
+    /// Makes at least `n` unread bytes available in the buffer (fewer at
+    /// the end of the file).
+    fn fill(&mut self, n: usize) -> io::Result<()> {
+        if self.buffer.len() - self.at >= n {
+            return Ok(());
+        }
+        self.buffer.drain(..self.at);
+        self.at = 0;
+        while self.buffer.len() < n && self.offset < self.run.len {
+            let want = READ_BYTES.max(n - self.buffer.len());
+            let want = want.min((self.run.len - self.offset) as usize);
+            let old = self.buffer.len();
+            self.buffer.resize(old + want, 0);
+            self.run
+                .file
+                .read_exact_at(&mut self.buffer[old..], self.offset)?;
+            self.offset += want as u64;
+        }
+        Ok(())
+    }
+
+    /// The next entry, or `None` at the end of the run.
+    pub(super) fn next_entry(&mut self) -> io::Result<Option<(Vec<String>, Entry)>> {
+        self.fill(4)?;
+        if self.buffer.len() - self.at < 4 {
+            return Ok(None);
+        }
+        let len = u32::from_le_bytes(
+            self.buffer[self.at..self.at + 4]
+                .try_into()
+                .unwrap_or([0; 4]),
+        );
+        let len = len as usize;
+        self.fill(4 + len)?;
+        if self.buffer.len() - self.at < 4 + len {
+            return Err(corrupt());
+        }
+        let record = &self.buffer[self.at + 4..self.at + 4 + len];
+        let decoded = decode(record)?;
+        self.at += 4 + len;
+        Ok(Some(decoded))
+    }
+}
+
+fn corrupt() -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, "a spilled run is damaged")
+}
+
+fn put_str(out: &mut Vec<u8>, s: &str) {
+    out.extend((s.len() as u32).to_le_bytes());
+    out.extend(s.as_bytes());
+}
+
+fn put_strings(out: &mut Vec<u8>, strings: &[String]) {
+    out.extend((strings.len() as u32).to_le_bytes());
+    for s in strings {
+        put_str(out, s);
+    }
+}
+
+fn encode(out: &mut Vec<u8>, key: &[String], entry: &Entry) {
+    put_strings(out, key);
+    out.push(match entry.op {
+        Op::Upsert => 0,
+        Op::Delete => 1,
+    });
+    out.extend(entry.version.commit_lsn.0.to_le_bytes());
+    out.extend(entry.version.seq.to_le_bytes());
+    match entry.xid {
+        Some(xid) => {
+            out.push(1);
+            out.extend(xid.to_le_bytes());
+        }
+        None => out.push(0),
+    }
+    out.extend((entry.values.len() as u32).to_le_bytes());
+    for value in &entry.values {
+        match value {
+            Datum::Null => out.push(0),
+            Datum::Text(t) => {
+                out.push(1);
+                put_str(out, t);
+            }
+            Datum::Unchanged => out.push(2),
+        }
+    }
+    match &entry.fill_key {
+        Some(fill) => {
+            out.push(1);
+            put_strings(out, fill);
+        }
+        None => out.push(0),
+    }
+}
+
+/// A cursor over one record.
+struct Bytes<'a>(&'a [u8]);
+
+impl Bytes<'_> {
+    fn take(&mut self, n: usize) -> io::Result<&[u8]> {
+        if self.0.len() < n {
+            return Err(corrupt());
+        }
+        let (head, rest) = self.0.split_at(n);
+        self.0 = rest;
+        Ok(head)
+    }
+    fn u8(&mut self) -> io::Result<u8> {
+        Ok(self.take(1)?[0])
+    }
+    fn u32(&mut self) -> io::Result<u32> {
+        Ok(u32::from_le_bytes(
+            self.take(4)?.try_into().map_err(|_| corrupt())?,
+        ))
+    }
+    fn u64(&mut self) -> io::Result<u64> {
+        Ok(u64::from_le_bytes(
+            self.take(8)?.try_into().map_err(|_| corrupt())?,
+        ))
+    }
+    fn string(&mut self) -> io::Result<String> {
+        let n = self.u32()? as usize;
+        String::from_utf8(self.take(n)?.to_vec()).map_err(|_| corrupt())
+    }
+    fn strings(&mut self) -> io::Result<Vec<String>> {
+        let n = self.u32()? as usize;
+        (0..n).map(|_| self.string()).collect()
+    }
+}
+
+fn decode(record: &[u8]) -> io::Result<(Vec<String>, Entry)> {
+    let mut b = Bytes(record);
+    let key = b.strings()?;
+    let op = match b.u8()? {
+        0 => Op::Upsert,
+        1 => Op::Delete,
+        _ => return Err(corrupt()),
+    };
+    let version = Version {
+        commit_lsn: Lsn(b.u64()?),
+        seq: b.u32()?,
+    };
+    let xid = match b.u8()? {
+        0 => None,
+        _ => Some(b.u32()?),
+    };
+    let count = b.u32()? as usize;
+    let mut values = Vec::with_capacity(count);
+    for _ in 0..count {
+        values.push(match b.u8()? {
+            0 => Datum::Null,
+            1 => Datum::Text(b.string()?),
+            2 => Datum::Unchanged,
+            _ => return Err(corrupt()),
+        });
+    }
+    let fill_key = match b.u8()? {
+        0 => None,
+        _ => Some(b.strings()?),
+    };
+    if !b.0.is_empty() {
+        return Err(corrupt());
+    }
+    Ok((
+        key,
+        Entry {
+            op,
+            version,
+            xid,
+            values,
+            fill_key,
+        },
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(n: u64, values: Vec<Datum>) -> Entry {
+        Entry {
+            op: if values.is_empty() {
+                Op::Delete
+            } else {
+                Op::Upsert
+            },
+            version: Version {
+                commit_lsn: Lsn(n),
+                seq: n as u32,
+            },
+            xid: (n % 2 == 0).then_some(n as u32),
+            values,
+            fill_key: (n % 3 == 0).then(|| vec![format!("k{n}"), String::new()]),
+        }
+    }
+
+    #[test]
+    fn a_run_reads_back_in_order_and_looks_keys_up() {
+        let entries: Vec<(Vec<String>, Entry)> = (0..1000u64)
+            .map(|n| {
+                let values = match n % 4 {
+                    0 => Vec::new(),
+                    1 => vec![Datum::Null, Datum::Text(format!("ü{n}\t\n"))],
+                    2 => vec![Datum::Unchanged, Datum::Text(String::new())],
+                    _ => vec![Datum::Text("x".repeat(n as usize))],
+                };
+                (vec![format!("{n:05}"), "b".into()], entry(n, values))
+            })
+            .collect();
+        let run = Run::write(&std::env::temp_dir(), &entries).unwrap();
+        let mut reader = run.reader();
+        let mut read = Vec::new();
+        while let Some(e) = reader.next_entry().unwrap() {
+            read.push(e);
+        }
+        assert_eq!(read, entries);
+        for (key, e) in entries.iter().step_by(37) {
+            assert_eq!(run.lookup(key).unwrap().as_ref(), Some(e));
+        }
+        assert_eq!(run.lookup(&["00000".into(), "a".into()]).unwrap(), None);
+        assert_eq!(run.lookup(&["00500".into(), "c".into()]).unwrap(), None);
+        assert_eq!(run.lookup(&["99999".into()]).unwrap(), None);
+        assert!(run.bytes() > 0);
+    }
+
+    #[test]
+    fn damaged_records_are_errors_not_panics() {
+        let key = vec!["k".to_string()];
+        let mut record = Vec::new();
+        encode(&mut record, &key, &entry(1, vec![Datum::Text("v".into())]));
+        assert!(decode(&record).is_ok());
+        for cut in 0..record.len() {
+            assert!(decode(&record[..cut]).is_err(), "cut at {cut}");
+        }
+        let mut longer = record.clone();
+        longer.push(0);
+        assert!(decode(&longer).is_err());
+    }
+}
