@@ -31,8 +31,6 @@ pub struct BaseWriter {
     schema: Arc<Schema>,
     builders: Vec<StringBuilder>,
     buffered: usize,
-    /// The snapshot the buffered rows were read in.
-    buffered_lsn: Lsn,
     /// Rows copied before the buffered ones (names parts uniquely).
     first_row: u64,
     /// Why a copied row could not be kept, once one could not.
@@ -69,7 +67,6 @@ impl BaseWriter {
             schema,
             builders,
             buffered: 0,
-            buffered_lsn: boundary,
             first_row: rows_before,
             failed: None,
         }
@@ -136,7 +133,7 @@ impl BaseWriter {
         .map_err(|e| Error::Internal(format!("writing a base snapshot part: {e}")))?;
         let file = format!(
             "part-{:016X}-{:012}.parquet",
-            self.buffered_lsn.0, self.first_row
+            self.boundary.0, self.first_row
         );
         let path = self.dir().clone().join(file.as_str());
         self.archive

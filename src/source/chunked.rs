@@ -344,9 +344,18 @@ impl Reader {
                     }
                 }
             };
-            tx.commit()
-                .await
-                .map_err(|e| Error::source_query("closing a chunk's transaction", e))?;
+            // The chunk's rows are what its snapshot showed, whatever becomes
+            // of its read-only transaction: a connection lost now costs a
+            // new connection for the next chunk, not this one again (which
+            // would store its rows twice).
+            if let Err(e) = tx.commit().await {
+                tracing::warn!(
+                    error = %walfill_core::sql::describe_pg_error(&e),
+                    "closing a chunk's transaction failed after its rows were read; the next \
+                     chunk opens a new connection"
+                );
+                self.client = None;
+            }
             return Ok(read);
         }
     }

@@ -269,3 +269,49 @@ fn rows_after_a_key_are_given_on_their_own() {
         (12..20).map(|i| format!("{i:02}")).collect::<Vec<_>>()
     );
 }
+
+/// A base snapshot's part read at a later position than a change replayed
+/// after it: the change is older than the part's row and loses, in memory
+/// and across runs; newer changes win.
+#[test]
+fn a_change_older_than_a_base_row_loses_to_it() {
+    let rel = relation();
+    let t = |s: &str| Datum::Text(s.to_string());
+    let row = |k: &str, body: &str| RowChange::Insert {
+        relation: rel.clone(),
+        new: vec![t(k), t(body), Datum::Null],
+    };
+    let update = |k: &str, body: &str| RowChange::Update {
+        relation: rel.clone(),
+        old: None,
+        new: vec![t(k), t(body), Datum::Null],
+    };
+    let v = |lsn: u64, seq: u32| Version {
+        commit_lsn: Lsn(lsn),
+        seq,
+    };
+    for budget in [1, usize::MAX] {
+        let mut fold =
+            ExternalFold::new(Folder::new(plan(), Era::Past), budget, std::env::temp_dir());
+        // Base parts at positions 100 and 300.
+        fold.add(v(100, 0), row("a", "base a")).unwrap();
+        fold.add(v(300, 0), row("b", "base b")).unwrap();
+        // Replayed changes from 100 on: older than b's part, newer than a's.
+        fold.add(v(200, 1), update("a", "wal a")).unwrap();
+        fold.add(v(200, 2), update("b", "stale b")).unwrap();
+        fold.add(v(400, 1), update("b", "wal b")).unwrap();
+        fold.add(v(250, 1), update("b", "stale again")).unwrap();
+        let mut rows = Vec::new();
+        fold.finish()
+            .for_each_row(None, |key, entry| {
+                rows.push((key[0].clone(), entry.values[1].clone()));
+                Ok(())
+            })
+            .unwrap();
+        assert_eq!(
+            rows,
+            vec![("a".into(), t("wal a")), ("b".into(), t("wal b"))],
+            "budget {budget}"
+        );
+    }
+}

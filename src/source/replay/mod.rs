@@ -36,8 +36,9 @@ use crate::plan::Plan;
 use crate::planner::blocking_loss;
 use crate::progress::Progress;
 
-/// Memory for transactions being decoded; larger ones spill to disk.
-const DECODE_MEMORY: usize = 512 << 20;
+/// Memory for the segments in flight and the transactions being decoded
+/// (larger ones spill to disk); the fold has `replay_memory_mb` besides.
+const DECODE_MEMORY: usize = 128 << 20;
 
 /// What a replay decodes.
 #[derive(Clone, Debug)]
