@@ -1,30 +1,40 @@
 #!/usr/bin/env bash
 # Rebuilding a target from archived WAL (replay) next to copying it
-# (snapshot) and next to a plain COPY pipe of the same rows, on the same
-# private cluster, in one run.
+# (snapshot) and next to a plain binary COPY pipe of the same final rows,
+# on the same private cluster, runs alternating.
 #
-#   scripts/bench-rebuild.sh [ROWS] [UPDATES]   (default 1000000 200000)
+#   scripts/bench-rebuild.sh [ROWS] [UPDATES] [RUNS]   (default 1000000 200000 3)
 #
-# KEEP=1 keeps the database (and its slots) afterwards to look at.
+# KEEP=1 keeps the databases (and their slots) afterwards to look at.
 #
 # Workload: `walfill setup` installs the catalog journal, then a table is
 # created, loaded with ROWS rows in transactions of 50000, then UPDATES
 # updates of scattered rows (transactions of 1000) and ROWS/100 deletes.
-# The WAL is archived by the cluster's archive_command.
+# The WAL is archived by the cluster's archive_command. The versions go to
+# a second cluster (scripts/bench-lib.sh), as a destination would be, so
+# that one run's writes are not WAL the next run's replay must read.
 #
-# Baseline: COPY (SELECT transform FROM orders WHERE filter) TO STDOUT |
-# COPY FROM STDIN into a table with the same key: the cost of moving the
-# final rows once. walfill: `backfill --no-swap --path replay` (decodes the
-# whole history of the table from the archive, never reads it), then the
-# same transform as a new version with `--path snapshot` (copies the table
-# and writes a base snapshot into the archive). Times are whole commands;
-# the fill phase alone comes from walfill's own state.
+# Baseline: COPY (SELECT transform FROM orders WHERE filter) TO STDOUT
+# (FORMAT binary) | COPY FROM STDIN (FORMAT binary) into a table with the
+# same key: the cost of moving the final rows once. walfill, each run: a
+# new version by `backfill --no-swap --path replay` (decodes the table's
+# whole history from the archive and never reads it; base snapshots are
+# off, so every replay starts from the table's creation), then one by
+# `--path snapshot`. Printed per line, medians of the runs: whole-command
+# seconds and the ratio of the pipe's time to it (the goal for replay:
+# at most 1.2 times the pipe's), the fill phase alone (walfill's own
+# state), peak RSS, the WAL the destination wrote during the command, and
+# temporary disk (the replay's spilled runs at their peak, and the
+# destination's temporary files).
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/bench-lib.sh"
 cd "$WALFILL_ROOT"
 
 ROWS="${1:-1000000}"
 UPDATES="${2:-200000}"
+RUNS="${3:-3}"
 DB=walfill_bench_rebuild
+DEST=walfill_bench_rebuild_dest
 DIR="$WALFILL_PG_HOME/bench-rebuild"
 rm -rf "$DIR"
 mkdir -p "$DIR"
@@ -33,19 +43,25 @@ FILTER="status <> 'test'"
 OUT_COLUMNS="id, customer_id, status, total, day"
 
 "$WALFILL_ROOT/scripts/pg-up.sh" >/dev/null
-log "building walfill (release)"
-cargo build --quiet --release --bin walfill
-WALFILL="$WALFILL_ROOT/target/release/walfill"
-
+dest_cluster_up
+bench_build
+fresh_dest_db "$DEST"
 fresh_bench_db "$DB"
+if [ -z "${KEEP:-}" ]; then
+  trap 'drop_bench_db $DB; drop_dest_db $DEST' EXIT
+fi
 value() { pg_psql -d "$DB" -At -c "$1"; }
+dest() { dest_psql -d "$DEST" -At -c "$1"; }
 
 config() { # version
   cat <<TOML
 [source]
 url = "$(pg_url "$DB")"
+[destination]
+url = "$(dest_url "$DEST")"
 [archive]
 url = "file://$WALFILL_PG_ARCHIVE"
+base_snapshots = false
 [[target]]
 name = "bench"
 source = "public.orders"
@@ -55,10 +71,10 @@ version = "$1"
 schema = "derived"
 TOML
 }
-config v1 >"$DIR/v1.toml"
-config v2 >"$DIR/v2.toml"
+config replay >"$DIR/replay.toml"
+config snapshot >"$DIR/snapshot.toml"
 # Set up before the table exists, so the journal records its creation.
-sed '/^\[\[target\]\]/,$d' "$DIR/v1.toml" >"$DIR/journal.toml"
+sed '/^\[\[target\]\]/,$d' "$DIR/replay.toml" >"$DIR/journal.toml"
 WALFILL_CONFIG="$DIR/journal.toml" "$WALFILL" setup >/dev/null
 
 start_lsn=$(value "SELECT pg_current_wal_lsn()")
@@ -74,65 +90,86 @@ SELECT format('INSERT INTO orders
     FROM generate_series(%s, %s) g', s, least(s + 49999, $ROWS))
   FROM generate_series(1, $ROWS, 50000) s \gexec
 SELECT format('UPDATE orders SET status = ''paid'', total_cents = total_cents + 1
-                WHERE id IN (SELECT (x * 7919) %% $ROWS + 1 FROM generate_series(%s, %s) x)',
+                WHERE id IN (SELECT (x::bigint * 7919) %% $ROWS + 1 FROM generate_series(%s, %s) x)',
               s, least(s + 999, $UPDATES))
   FROM generate_series(1, $UPDATES, 1000) s \gexec
 SELECT format('DELETE FROM orders WHERE id BETWEEN %s AND %s AND id %% 100 = 3', s, s + 99999)
   FROM generate_series(1, $ROWS, 100000) s \gexec
+VACUUM ANALYZE orders;
 SQL
 value "CHECKPOINT" >/dev/null
 end_lsn=$(value "SELECT pg_current_wal_lsn()")
 wal_mib=$(value "SELECT round(pg_wal_lsn_diff('$end_lsn', '$start_lsn') / 1048576.0)")
 live=$(value "SELECT count(*) FROM orders WHERE $FILTER")
+dest "CREATE TABLE orders_copy (id bigint PRIMARY KEY, customer_id int, status text, total numeric, day timestamptz)" >/dev/null
+for v in replay snapshot; do
+  WALFILL_CONFIG="$DIR/$v.toml" "$WALFILL" setup >/dev/null
+done
 
-now() { date +%s.%N; }
-since() { awk -v a="$(now)" -v b="$1" 'BEGIN { print a - b }'; }
-
-log "baseline: COPY (transform) TO STDOUT | COPY FROM STDIN"
-value "CREATE TABLE orders_copy AS SELECT $SELECT_LIST FROM orders LIMIT 0;
-       ALTER TABLE orders_copy ADD PRIMARY KEY (id)" >/dev/null
-start=$(now)
-pg_psql -d "$DB" -c "COPY (SELECT $SELECT_LIST FROM orders WHERE $FILTER) TO STDOUT" |
-  pg_psql -d "$DB" -c "COPY orders_copy FROM STDIN"
-pipe=$(since "$start")
-
-# walfill_run NAME VERSION PATH: whole-command seconds and peak RSS (kB)
-walfill_run() {
-  WALFILL_CONFIG="$DIR/$2.toml" "$WALFILL" setup >/dev/null
-  /usr/bin/time -f '%e %M' -o "$DIR/$1.time" \
-    env WALFILL_CONFIG="$DIR/$2.toml" "$WALFILL" backfill bench --no-swap --path "$3" \
-    >"$DIR/$1.out" 2>"$DIR/$1.err" || {
-    tail -20 "$DIR/$1.err" >&2
-    die "walfill backfill --path $3 failed (log: $DIR/$1.err)"
-  }
-  [ "$(value "SELECT path FROM walfill.versions WHERE version = '$2'")" = "$3" ] ||
-    die "version $2 was not built by $3"
+# pipe: "seconds wal_mib temp_mib"
+pipe() {
+  dest "TRUNCATE orders_copy" >/dev/null
+  local lsn temp start secs
+  lsn=$(dest_wal_lsn)
+  temp=$(dest_temp_bytes "$DEST")
+  start=$(now)
+  pg_psql -d "$DB" -c "COPY (SELECT $SELECT_LIST FROM orders WHERE $FILTER) TO STDOUT (FORMAT binary)" |
+    dest_psql -d "$DEST" -c "COPY orders_copy FROM STDIN (FORMAT binary)" >/dev/null
+  secs=$(since "$start")
+  echo "$secs $(dest_wal_mib_since "$lsn") $(awk -v a="$(dest_temp_bytes "$DEST")" -v b="$temp" 'BEGIN { printf "%.1f", (a - b) / 1048576 }')"
 }
-log "walfill: backfill --path replay"
-walfill_run replay v1 replay
-log "walfill: backfill --path snapshot (a new version)"
-walfill_run snapshot v2 snapshot
 
-# The versions hold tombstones of deleted and filtered-out rows too.
-for v in v1 v2; do
-  n=$(value "SELECT count(*) FROM derived.bench__$v WHERE NOT _walfill_deleted")
-  [ "$n" = "$live" ] || die "version $v holds $n rows, the table $live"
-  diff=$(value "SELECT count(*) FROM (
-                  (SELECT * FROM orders_copy EXCEPT SELECT $OUT_COLUMNS FROM derived.bench__$v WHERE NOT _walfill_deleted)
-                  UNION ALL
-                  (SELECT $OUT_COLUMNS FROM derived.bench__$v WHERE NOT _walfill_deleted EXCEPT SELECT * FROM orders_copy)) d")
-  [ "$diff" = 0 ] || die "version $v differs from the table in $diff rows"
-done
-fill() { value "SELECT round(extract(epoch FROM copy_finished_at - copy_started_at)::numeric, 2)
-                  FROM walfill.versions WHERE version = '$1'"; }
+# walfill PATH RUN: "seconds fill_seconds kib wal_mib temp_mib"
+walfill() {
+  forget_version bench "$1" "$DEST"
+  local lsn temp
+  lsn=$(dest_wal_lsn)
+  temp=$(dest_temp_bytes "$DEST")
+  timed "$DIR/$1.$2.time" env WALFILL_CONFIG="$DIR/$1.toml" \
+    "$WALFILL" backfill bench --no-swap --path "$1" >"$DIR/$1.$2.out" 2>"$DIR/$1.$2.err" || {
+    tail -20 "$DIR/$1.$2.err" >&2
+    die "walfill backfill --path $1 failed (log: $DIR/$1.$2.err)"
+  }
+  [ "$(dest "SELECT path FROM walfill.versions WHERE version = '$1'")" = "$1" ] ||
+    die "version $1 was not built by $1"
+  local fill spilled
+  fill=$(dest "SELECT extract(epoch FROM copy_finished_at - copy_started_at)
+                 FROM walfill.versions WHERE version = '$1'")
+  spilled=$(dest "SELECT coalesce(max((detail->>'spilled_peak_bytes')::bigint), 0) FROM walfill.events
+                   WHERE version = '$1' AND kind = 'filled'")
+  read -r secs kib <"$DIR/$1.$2.time"
+  echo "$secs $fill $kib $(dest_wal_mib_since "$lsn") $(awk -v a="$(dest_temp_bytes "$DEST")" -v b="$temp" -v s="$spilled" \
+    'BEGIN { printf "%.1f", (a - b + s) / 1048576 }')"
+  # The version holds the table's rows, transformed (tombstones aside).
+  local n diff
+  n=$(dest "SELECT count(*) FROM derived.bench__$1 WHERE NOT _walfill_deleted")
+  [ "$n" = "$live" ] || die "version $1 holds $n rows, the table $live"
+  diff=$(dest "SELECT count(*) FROM (
+                 (SELECT * FROM orders_copy EXCEPT SELECT $OUT_COLUMNS FROM derived.bench__$1 WHERE NOT _walfill_deleted)
+                 UNION ALL
+                 (SELECT $OUT_COLUMNS FROM derived.bench__$1 WHERE NOT _walfill_deleted EXCEPT SELECT * FROM orders_copy)) d")
+  [ "$diff" = 0 ] || die "version $1 differs from the table in $diff rows"
+}
 
-printf '\n%s rows in the target (%s in history: %s MiB of WAL)\n' "$live" "$ROWS rows, $UPDATES updates" "$wal_mib"
-printf '%-40s %9s %9s %10s %8s\n' "" "seconds" "fill s" "peak RSS" "ratio"
-awk -v s="$pipe" 'BEGIN { printf "%-40s %9.2f %9s %10s %8.2f\n", "COPY (transform) | COPY FROM STDIN", s, "", "", 1 }'
-for run in replay:v1 snapshot:v2; do
-  name="${run%%:*}"; version="${run##*:}"
-  read -r secs kb <"$DIR/$name.time"
-  awk -v n="walfill backfill --path $name" -v s="$secs" -v f="$(fill "$version")" -v kb="$kb" -v p="$pipe" \
-    'BEGIN { printf "%-40s %9.2f %9.2f %7.0f MiB %8.2f\n", n, s, f, kb / 1024, p / s }'
+for run in $(seq 1 "$RUNS"); do
+  log "run $run of $RUNS"
+  pipe >>"$DIR/pipe"
+  walfill replay "$run" >>"$DIR/replay"
+  walfill snapshot "$run" >>"$DIR/snapshot"
 done
-echo "(ratio = baseline time / this time; seconds are whole commands, fill s the fill phase alone)"
+
+col() { awk -v c="$2" '{ print $c }' "$DIR/$1" | median; }
+p=$(col pipe 1)
+printf '\n%s rows in the target (%s rows, %s updates in history: %s MiB of WAL); medians of %s runs\n' \
+  "$live" "$ROWS" "$UPDATES" "$wal_mib" "$RUNS"
+printf '%-40s %9s %7s %9s %9s %9s %9s\n' "" "seconds" "ratio" "fill s" "peak MiB" "WAL MiB" "temp MiB"
+awk -v s="$p" -v w="$(col pipe 2)" -v t="$(col pipe 3)" \
+  'BEGIN { printf "%-40s %9.2f %7.2f %9s %9s %9.0f %9.1f\n", "binary COPY (transform) | COPY", s, 1, "", "", w, t }'
+for path in replay snapshot; do
+  awk -v n="walfill backfill --path $path" -v s="$(col "$path" 1)" -v f="$(col "$path" 2)" \
+    -v k="$(col "$path" 3)" -v w="$(col "$path" 4)" -v t="$(col "$path" 5)" -v p="$p" \
+    'BEGIN { printf "%-40s %9.2f %7.2f %9.2f %9.0f %9.0f %9.1f\n", n, s, s / p, f, k / 1024, w, t }'
+done
+echo "(ratio = walfill's whole-command seconds / the pipe's; seconds are whole commands, fill s the"
+echo " fill phase alone; WAL: what the destination cluster wrote during the command; temp: spilled runs at their"
+echo " peak and the destination's temporary files)"

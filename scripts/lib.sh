@@ -5,6 +5,7 @@
 #   WALFILL_PG_PORT   its TCP port (default 54329, loopback only)
 #   WALFILL_PG_SEGSIZE  WAL segment size in MiB given to initdb (default 16)
 #   WALFILL_PG_WAL_LEVEL  wal_level of a new cluster (default logical)
+#   WALFILL_PG_ARCHIVE_MODE  archive_mode of a new cluster (default on)
 
 set -euo pipefail
 
