@@ -73,17 +73,7 @@ for name in computed identity; do
 done
 
 # pipe NAME SELECT: "seconds wal_mib temp_mib" on stdout
-pipe() {
-  dest "TRUNCATE copy_$1" >/dev/null
-  local lsn temp start secs
-  lsn=$(dest_wal_lsn)
-  temp=$(dest_temp_bytes "$DEST")
-  start=$(now)
-  pg_psql -d "$SRC" -c "COPY (SELECT $2 FROM orders) TO STDOUT (FORMAT binary)" |
-    dest_psql -d "$DEST" -c "COPY copy_$1 FROM STDIN (FORMAT binary)" >/dev/null
-  secs=$(since "$start")
-  echo "$secs $(dest_wal_mib_since "$lsn") $(awk -v a="$(dest_temp_bytes "$DEST")" -v b="$temp" 'BEGIN { printf "%.1f", (a - b) / 1048576 }')"
-}
+pipe() { copy_pipe "$SRC" "SELECT $2 FROM orders" "$DEST" "copy_$1"; }
 
 # walfill NAME RUN: "fill_seconds seconds kib wal_mib temp_mib" on stdout
 walfill() {
@@ -99,7 +89,7 @@ walfill() {
   fill=$(dest "SELECT extract(epoch FROM copy_finished_at - copy_started_at) FROM walfill.versions
                 WHERE target = '$1' AND version = 'v1'")
   read -r secs kib <"$DIR/$1.$2.time"
-  echo "$fill $secs $kib $(dest_wal_mib_since "$lsn") $(awk -v a="$(dest_temp_bytes "$DEST")" -v b="$temp" 'BEGIN { printf "%.1f", (a - b) / 1048576 }')"
+  echo "$fill $secs $kib $(dest_wal_mib_since "$lsn") $(dest_temp_mib_since "$DEST" "$temp")"
 }
 
 for run in $(seq 1 "$RUNS"); do

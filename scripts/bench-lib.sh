@@ -47,13 +47,9 @@ dest_cluster_up() {
   WALFILL_PG_HOME="$DEST_HOME" WALFILL_PG_PORT="$DEST_PORT" WALFILL_PG_WAL_LEVEL=replica \
     WALFILL_PG_ARCHIVE_MODE=off "$WALFILL_ROOT/scripts/pg-up.sh" >/dev/null
 }
-dest_url() {
-  echo "postgresql://$WALFILL_PG_SUPERUSER:$WALFILL_PG_PASSWORD@127.0.0.1:$DEST_PORT/${1:-postgres}"
-}
-dest_psql() {
-  PGPASSWORD="$WALFILL_PG_PASSWORD" psql -X -v ON_ERROR_STOP=1 -q \
-    -h 127.0.0.1 -p "$DEST_PORT" -U "$WALFILL_PG_SUPERUSER" "$@"
-}
+# lib.sh's pg_url and pg_psql, for the destination cluster.
+dest_url() { WALFILL_PG_PORT="$DEST_PORT" pg_url "$@"; }
+dest_psql() { WALFILL_PG_PORT="$DEST_PORT" pg_psql "$@"; }
 # A new, empty database $1 in the destination cluster.
 fresh_dest_db() {
   dest_psql -d postgres -q -c "DROP DATABASE IF EXISTS $1 WITH (FORCE)" -c "CREATE DATABASE $1"
@@ -69,4 +65,24 @@ dest_wal_mib_since() {
 # Bytes of temporary files destination database $1 has written.
 dest_temp_bytes() {
   dest_psql -d postgres -At -c "SELECT pg_stat_force_next_flush(); SELECT temp_bytes FROM pg_stat_database WHERE datname = '$1'" | tail -1
+}
+# MiB of temporary files destination database $1 has written since it had
+# written $2 bytes, plus $3 bytes (written elsewhere) if given.
+dest_temp_mib_since() {
+  awk -v a="$(dest_temp_bytes "$1")" -v b="$2" -v s="${3:-0}" 'BEGIN { printf "%.1f", (a - b + s) / 1048576 }'
+}
+
+# The baseline: `COPY ($2) TO STDOUT` from source database $1 piped into
+# `COPY $4 FROM STDIN` of destination database $3 (emptied first), both
+# binary. Prints "seconds wal_mib temp_mib".
+copy_pipe() {
+  dest_psql -d "$3" -c "TRUNCATE $4" >/dev/null
+  local lsn temp start secs
+  lsn=$(dest_wal_lsn)
+  temp=$(dest_temp_bytes "$3")
+  start=$(now)
+  pg_psql -d "$1" -c "COPY ($2) TO STDOUT (FORMAT binary)" |
+    dest_psql -d "$3" -c "COPY $4 FROM STDIN (FORMAT binary)" >/dev/null
+  secs=$(since "$start")
+  echo "$secs $(dest_wal_mib_since "$lsn") $(dest_temp_mib_since "$3" "$temp")"
 }

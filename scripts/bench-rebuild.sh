@@ -107,17 +107,7 @@ for v in replay snapshot; do
 done
 
 # pipe: "seconds wal_mib temp_mib"
-pipe() {
-  dest "TRUNCATE orders_copy" >/dev/null
-  local lsn temp start secs
-  lsn=$(dest_wal_lsn)
-  temp=$(dest_temp_bytes "$DEST")
-  start=$(now)
-  pg_psql -d "$DB" -c "COPY (SELECT $SELECT_LIST FROM orders WHERE $FILTER) TO STDOUT (FORMAT binary)" |
-    dest_psql -d "$DEST" -c "COPY orders_copy FROM STDIN (FORMAT binary)" >/dev/null
-  secs=$(since "$start")
-  echo "$secs $(dest_wal_mib_since "$lsn") $(awk -v a="$(dest_temp_bytes "$DEST")" -v b="$temp" 'BEGIN { printf "%.1f", (a - b) / 1048576 }')"
-}
+pipe() { copy_pipe "$DB" "SELECT $SELECT_LIST FROM orders WHERE $FILTER" "$DEST" orders_copy; }
 
 # walfill PATH RUN: "seconds fill_seconds kib wal_mib temp_mib"
 walfill() {
@@ -138,8 +128,7 @@ walfill() {
   spilled=$(dest "SELECT coalesce(max((detail->>'spilled_peak_bytes')::bigint), 0) FROM walfill.events
                    WHERE version = '$1' AND kind = 'filled'")
   read -r secs kib <"$DIR/$1.$2.time"
-  echo "$secs $fill $kib $(dest_wal_mib_since "$lsn") $(awk -v a="$(dest_temp_bytes "$DEST")" -v b="$temp" -v s="$spilled" \
-    'BEGIN { printf "%.1f", (a - b + s) / 1048576 }')"
+  echo "$secs $fill $kib $(dest_wal_mib_since "$lsn") $(dest_temp_mib_since "$DEST" "$temp" "$spilled")"
   # The version holds the table's rows, transformed (tombstones aside).
   local n diff
   n=$(dest "SELECT count(*) FROM derived.bench__$1 WHERE NOT _walfill_deleted")
