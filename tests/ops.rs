@@ -220,3 +220,68 @@ fn retire_teardown_and_catalog() {
     walfill.ok(&["sync", "--once"]);
     assert_view_matches(&db, "public.rv", "r", "id, n * 2 AS n", None, "id");
 }
+
+/// A version whose table nobody writes still confirms its slot while the
+/// rest of the database is busy: the server's keepalives about WAL that is
+/// not ours must not keep the stream from noticing it is idle, or the slot
+/// would hold back all of that WAL for as long as the writes go on (and
+/// `sync` would not see a stop request).
+#[test]
+fn a_quiet_tables_slot_keeps_up_while_other_tables_are_busy() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+
+    let db = TestDb::new("ops_quiet");
+    db.exec(
+        "CREATE TABLE quiet (id int PRIMARY KEY, v text);
+         INSERT INTO quiet SELECT g, 'v' || g FROM generate_series(1, 100) g;
+         CREATE TABLE busy (id bigserial PRIMARY KEY, v text);",
+    );
+    let walfill = Walfill::new(&db, &target("quiet_t", "public.quiet", "id, v", "v1"));
+    walfill.ok(&["setup"]);
+    walfill.ok(&["backfill", "quiet_t"]);
+    let sync = crate::support::service::Background::start(&walfill, &["sync"]);
+
+    // Small commits, one after another: the server has new WAL to read
+    // (and a keepalive to send) many times a second.
+    struct StopOnDrop(Arc<AtomicBool>);
+    impl Drop for StopOnDrop {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::Relaxed);
+        }
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let _stop_on_failure = StopOnDrop(stop.clone());
+    let writer = {
+        let stop = stop.clone();
+        let mut client = db.client();
+        std::thread::spawn(move || {
+            let mut commits = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                client
+                    .batch_execute("INSERT INTO busy (v) SELECT repeat('x', 200)")
+                    .expect("insert into busy");
+                commits += 1;
+            }
+            commits
+        })
+    };
+    std::thread::sleep(Duration::from_secs(1));
+    let mark = db.value("SELECT pg_current_wal_lsn()::text").unwrap();
+    db.wait_for(
+        &format!(
+            "SELECT confirmed_flush_lsn >= '{mark}'::pg_lsn FROM pg_replication_slots
+              WHERE slot_name = (SELECT slot_name FROM walfill.versions WHERE version = 'v1')"
+        ),
+        Duration::from_secs(20),
+        "the quiet table's slot to be confirmed past the busy table's writes",
+    );
+    // `sync` stops on SIGTERM while the writes go on (dropping it waits).
+    drop(sync);
+    assert!(
+        !writer.is_finished(),
+        "the writes must still be going on when the slot moves and sync stops"
+    );
+    stop.store(true, Ordering::Relaxed);
+    assert!(writer.join().unwrap() > 100);
+}

@@ -149,9 +149,15 @@ impl LiveStream {
             })
     }
 
-    /// Waits for the next event, or reports [`StreamEvent::Idle`] when
-    /// nothing arrives for `idle` between transactions.
+    /// Waits for the next event, or reports [`StreamEvent::Idle`] when no
+    /// transaction arrives for `idle` between transactions.
+    ///
+    /// Keepalives do not put the idle report off: on a busy cluster the
+    /// server sends one each time it has read WAL that was not ours, often
+    /// many times a second, and a table nobody writes must still see its
+    /// position move (and its slot confirmed) while that goes on.
     pub async fn next(&mut self, idle: Duration) -> Result<StreamEvent, SnapshotError> {
+        let mut deadline = Instant::now() + idle;
         loop {
             if self.last_status.elapsed() >= STATUS_INTERVAL {
                 self.send_status().await?;
@@ -159,8 +165,9 @@ impl LiveStream {
             let token = CancellationToken::new();
             let timer = {
                 let token = token.clone();
+                let wait = deadline.saturating_duration_since(Instant::now());
                 tokio::spawn(async move {
-                    tokio::time::sleep(idle).await;
+                    tokio::time::sleep(wait).await;
                     token.cancel();
                 })
             };
@@ -177,6 +184,7 @@ impl LiveStream {
                             position: self.received,
                         });
                     }
+                    deadline = Instant::now() + idle;
                     continue;
                 }
                 Err(e) => {
