@@ -118,6 +118,49 @@ fn rebuild_by_replay_reads_nothing_from_the_source() {
     );
 }
 
+/// The search for a table's creation starts where the catalog journal first
+/// described the table, not at the end of the archive, so a table created
+/// a few segments back is found by reading the journal from there.
+#[test]
+fn the_search_for_a_creation_starts_where_the_journal_first_described_the_table() {
+    let db = TestDb::new("rp_hint");
+    let archive = archive_section(&archive_url());
+    let walfill = Walfill::new(&db, &archive);
+    walfill.ok(&["setup"]);
+    create_orders(&db, 2_000);
+    let created = db.value("SELECT pg_current_wal_lsn()::text").unwrap();
+    // More WAL after the creation, in segments of its own.
+    for _ in 0..3 {
+        db.exec("UPDATE orders SET note = coalesce(note, '') || '.' WHERE id % 10 = 0");
+        db.archive_wal();
+    }
+    walfill.configure(&db, &format!("{archive}\n{}", orders_target("v1")));
+    walfill.ok(&["setup"]);
+    let out = walfill.run(&["plan", "orders_summary"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let plan = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        plan.contains(": replay") && plan.contains("creation"),
+        "plan: {plan}"
+    );
+    let first_from = stderr
+        .lines()
+        .find(|l| l.contains("read the catalog journal"))
+        .and_then(|l| l.split(" from=").nth(1))
+        .and_then(|r| r.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no read of the journal logged: {stderr}"));
+    assert_eq!(
+        db.value(&format!(
+            "SELECT '{first_from}'::pg_lsn <= '{created}'::pg_lsn"
+        ))
+        .as_deref(),
+        Some("true"),
+        "the first read of the journal started at {first_from}, after the table's \
+         creation (before {created}): {stderr}"
+    );
+}
+
 /// A table older than the journal is built by snapshot, which leaves a base
 /// snapshot in the archive; a new transform is then replayed from that base
 /// while writes go on, TOASTed values left unchanged by updates included.

@@ -187,6 +187,8 @@ DECLARE
     left_journal oid[];
     doc text;
     failure text;
+    at pg_lsn;
+    rel oid;
 BEGIN
     BEGIN
         rels := walfill.journal_ddl_targets();
@@ -204,7 +206,20 @@ BEGIN
         failure := SQLERRM;
     END;
     IF doc IS NOT NULL THEN
-        PERFORM pg_logical_emit_message(true, 'walfill.journal', doc);
+        at := pg_logical_emit_message(true, 'walfill.journal', doc);
+        -- The files the message described, recorded as a setup records
+        -- them: a table's first row then says where its creation is.
+        -- Never at the cost of the statement.
+        BEGIN
+            FOREACH rel IN ARRAY rels LOOP
+                IF walfill.journal_is_journaled(rel) THEN
+                    PERFORM walfill.journal_record_files(rel, at);
+                END IF;
+            END LOOP;
+        EXCEPTION WHEN OTHERS THEN
+            RAISE WARNING 'walfill catalog journal: recording the files of %: %',
+                rels, SQLERRM;
+        END;
     END IF;
     IF failure IS NOT NULL THEN
         BEGIN

@@ -283,7 +283,18 @@ async fn decide_replay(config: &Config, source: &Client, plan: &Plan) -> Result<
             .await?
         }
         None => {
-            let mut window = 1;
+            // The journal's first description of the table's files (at its
+            // creation, or at the journal's install for an older table)
+            // says where to look first: from the segment before it on.
+            // Where the creating transaction began earlier still, the
+            // window grows by 4, 16, ... segments before it, not by a
+            // multiple of all the WAL written since.
+            let after = first_described(source, relid).await.map(|lsn| {
+                let at = SegmentNo::containing(lsn, size);
+                segments.iter().filter(|s| s.segno >= at).count()
+            });
+            let mut margin = 1;
+            let mut window = after.map_or(1, |n| n + margin);
             loop {
                 let start = segments.len().saturating_sub(window).max(first);
                 let from = segments[start].segno.start_lsn(size);
@@ -298,7 +309,13 @@ async fn decide_replay(config: &Config, source: &Client, plan: &Plan) -> Result<
                 if start == first || before_table || creation_start(&scan, relid).is_some() {
                     break scan;
                 }
-                window *= 4;
+                match after {
+                    Some(n) => {
+                        margin *= 4;
+                        window = n + margin;
+                    }
+                    None => window *= 4,
+                }
             }
         }
     };
@@ -427,6 +444,20 @@ async fn decide_replay(config: &Config, source: &Client, plan: &Plan) -> Result<
 /// The oldest transaction that wrote one of the table's catalog rows
 /// (`pg_class`, its row type, its columns): the creating one, unless all of
 /// them were rewritten since.
+/// The LSN at which the catalog journal first described the files of table
+/// `relid` (`walfill.journal_files`), when that table can be read. Only a
+/// hint: a wrong or missing one costs a longer search, never a wrong start.
+async fn first_described(source: &Client, relid: u32) -> Option<Lsn> {
+    source
+        .query_one(
+            "SELECT min(lsn) FROM walfill.journal_files WHERE relid = $1",
+            &[&relid],
+        )
+        .await
+        .ok()?
+        .get(0)
+}
+
 async fn oldest_catalog_xid(source: &Client, relid: u32) -> Result<Option<u32>> {
     let row = source
         .query_one(

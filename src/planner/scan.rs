@@ -91,8 +91,16 @@ pub async fn scan_journal(
             ..DecodeOptions::default()
         };
         let mut decoder = Decoder::new(catalog, options);
+        let started = std::time::Instant::now();
         let fed = decode_segments(segments, from, to, &mut decoder, &mut Discard)
             .map_err(|e| Error::History(e.to_string()))?;
+        tracing::info!(
+            %from,
+            end = %fed.end,
+            wal_mib = fed.wal_bytes / (1024 * 1024),
+            seconds = format!("{:.1}", started.elapsed().as_secs_f64()),
+            "read the catalog journal in the archived WAL"
+        );
         Ok(Scan {
             created: decoder.created().clone(),
             lost: decoder.lost().to_vec(),
