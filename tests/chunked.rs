@@ -347,6 +347,46 @@ fn parallel_key_ranges_under_writes_resume_each_range_and_are_exact() {
     assert_orders_exact(&db);
 }
 
+/// An identity transform copied by two workers in key ranges, with writes
+/// going on: chunks go straight into the version's table, each row
+/// carrying its own chunk's version, side by side; the stream decides
+/// against those versions, and the view is exact.
+#[test]
+fn an_identity_copy_in_parallel_ranges_goes_straight_in_and_is_exact() {
+    let db = TestDb::new("chunked_identity");
+    create_orders(&db, 20_000);
+    let columns = "id, customer_id, status, total_cents, note";
+    let target = format!(
+        "[[target]]\nname = \"orders_all\"\nsource = \"public.orders\"\n\
+         select = \"{columns}\"\nversion = \"v1\"\nschema = \"derived\"\n"
+    );
+    let walfill = Walfill::new(
+        &db,
+        &format!("{CHUNKED}workers = 2\nmax_rows_per_second = 10000\n\n{target}"),
+    );
+    walfill.ok(&["setup"]);
+    let writer = Writer::start(&db, 20_000, 1_000_000, 37);
+    let out = walfill.run(&["backfill", "orders_all", "--no-swap"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("copied straight in"), "{stderr}");
+    assert!(
+        stderr.contains("copying key ranges in parallel"),
+        "{stderr}"
+    );
+    assert!(writer.stop() > 50);
+    assert!(
+        number(
+            &db,
+            "SELECT count(DISTINCT _walfill_seq) FROM derived.orders_all__v1 WHERE _walfill_seq < 0"
+        ) > 10,
+        "the chunks' rows do not carry their own chunks' versions"
+    );
+    walfill.ok(&["sync", "--once"]);
+    walfill.ok(&["swap", "orders_all", "v1"]);
+    assert_view_matches(&db, "derived.orders_all", "orders", columns, None, "id");
+}
+
 /// The table and a column the transform reads are renamed between two
 /// chunks, and the table is rewritten (VACUUM FULL), while a chunked
 /// copy runs: each chunk locks the table by its name of the moment and

@@ -17,6 +17,7 @@ pub mod format;
 pub mod live;
 pub mod rows;
 pub mod sql;
+pub mod suffix;
 pub mod table;
 
 pub use boundary::{Boundary, ReplicationConnection, ReplicationUrl};
@@ -24,4 +25,5 @@ pub use copy::{ChunkReading, KeysetChunk, RowTap};
 pub use error::SnapshotError;
 pub use live::{LiveStream, StreamEvent};
 pub use rows::{ChunkRead, ChunkRows, CopyFormat, Piece, RowsSender};
+pub use suffix::RowSuffix;
 pub use table::{ReplicaIdentity, SourceTable, TableColumn};

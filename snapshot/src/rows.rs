@@ -19,6 +19,7 @@ use tokio::sync::mpsc;
 use tokio_postgres::CopyInSink;
 
 use crate::error::SnapshotError;
+use crate::suffix::RowSuffix;
 
 /// Bytes of COPY data gathered into one piece.
 pub const PIECE_BYTES: usize = 256 * 1024;
@@ -28,7 +29,7 @@ pub const PIECE_BYTES: usize = 256 * 1024;
 pub const PIECES_IN_FLIGHT: usize = 4;
 
 /// The signature, flags and header extension length of binary COPY data.
-const BINARY_HEADER: &[u8] = b"PGCOPY\n\xff\r\n\0\0\0\0\0\0\0\0\0";
+pub(crate) const BINARY_HEADER: &[u8] = b"PGCOPY\n\xff\r\n\0\0\0\0\0\0\0\0\0";
 
 /// How a chunk's rows travel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -113,14 +114,31 @@ impl ChunkRows {
     }
 
     /// Feeds every row into `sink` (a `COPY ... FROM STDIN` in this
-    /// chunk's format) and finishes it; returns what the chunk read. An
-    /// error leaves the `COPY` unfinished, which fails its transaction.
-    pub async fn write_to(mut self, sink: CopyInSink<Bytes>) -> Result<ChunkRead, SnapshotError> {
+    /// chunk's format), with `suffix`'s fields added to each, and finishes
+    /// it; returns what the chunk read. An error leaves the `COPY`
+    /// unfinished, which fails its transaction.
+    pub async fn write_to(
+        mut self,
+        sink: CopyInSink<Bytes>,
+        suffix: Option<&RowSuffix>,
+    ) -> Result<ChunkRead, SnapshotError> {
         pin_mut!(sink);
         let sent = |e| SnapshotError::query("writing a chunk to the destination", e);
+        let mut first = true;
         loop {
             match self.next().await? {
-                Piece::Rows(bytes) => sink.feed(bytes).await.map_err(sent)?,
+                Piece::Rows(bytes) => {
+                    let bytes = match suffix {
+                        Some(suffix) => {
+                            let mut out = BytesMut::new();
+                            suffix.apply(self.format, &bytes, first, &mut out)?;
+                            out.freeze()
+                        }
+                        None => bytes,
+                    };
+                    first = false;
+                    sink.feed(bytes).await.map_err(sent)?
+                }
                 Piece::End(read) => {
                     sink.as_mut().finish().await.map_err(sent)?;
                     return Ok(read);

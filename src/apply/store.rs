@@ -9,7 +9,7 @@ use futures_util::SinkExt;
 use tokio_postgres::Transaction as DestTransaction;
 use walfill_core::{Datum, Lsn, Version};
 use walfill_snapshot::rows::escape_copy_field;
-use walfill_snapshot::{ChunkRead, ChunkRows};
+use walfill_snapshot::{ChunkRead, ChunkRows, RowSuffix};
 
 use super::batch::{Batch, ChunkSnapshot, Writes};
 use super::fold::{Entry, Op};
@@ -31,10 +31,9 @@ pub struct Store {
     /// Whether the table is being loaded by a snapshot copy alone, without
     /// its key index.
     loading: bool,
-    /// For such a load of an identity transform: the version the table's
-    /// bookkeeping columns default to, so chunks of that version are
-    /// copied straight in.
-    direct: Option<Version>,
+    /// For such a load of an identity transform: chunks are copied straight
+    /// into the table, each row carrying its chunk's version.
+    direct: bool,
 }
 
 /// What storing a batch did.
@@ -55,7 +54,7 @@ impl Store {
             plan,
             shared: false,
             loading: false,
-            direct: None,
+            direct: false,
         }
     }
 
@@ -69,13 +68,12 @@ impl Store {
         }
     }
 
-    /// [`Store::loading`] for an identity transform whose table's
-    /// bookkeeping columns default to `version` (see
-    /// [`Plan::load_defaults_sql`]): chunks of that version are copied
-    /// straight into the table.
-    pub fn loading_directly(plan: Plan, version: Version) -> Store {
+    /// [`Store::loading`] for an identity transform: chunks are copied
+    /// straight into the table, the version columns added to each row on
+    /// the way ([`RowSuffix`]).
+    pub fn loading_directly(plan: Plan) -> Store {
         Store {
-            direct: Some(version),
+            direct: true,
             ..Store::loading(plan)
         }
     }
@@ -180,18 +178,16 @@ impl Store {
         after: Option<&[String]>,
     ) -> Result<ChunkRead> {
         let format = rows.format().option();
-        if let Some(direct) = self.direct {
-            if direct.commit_lsn != lsn || direct.seq as i32 != seq {
-                // A chunk of a chunked copy: each has its own version.
-                dest.batch_execute(&self.plan.load_defaults_sql(Some((lsn, seq))))
-                    .await
-                    .map_err(|e| Error::destination("setting the chunk's version", e))?;
-            }
+        if self.direct {
+            let version = RowSuffix::new(&[
+                (&lsn.to_string(), &lsn.0.to_be_bytes()),
+                (&seq.to_string(), &seq.to_be_bytes()),
+            ]);
             let sink = dest
                 .copy_in::<_, Bytes>(&format!("{}{format}", self.plan.direct_copy_sql()))
                 .await
                 .map_err(|e| Error::destination("starting the chunk's COPY", e))?;
-            return Ok(rows.write_to(sink).await?);
+            return Ok(rows.write_to(sink, Some(&version)).await?);
         }
         let sink = dest
             .copy_in::<_, Bytes>(&format!(
@@ -200,7 +196,7 @@ impl Store {
             ))
             .await
             .map_err(|e| Error::destination("starting the chunk's COPY", e))?;
-        let read = rows.write_to(sink).await?;
+        let read = rows.write_to(sink, None).await?;
         crate::failpoint::hold("copy.chunk_copied").await;
         if read.rows == 0 {
             return Ok(read);

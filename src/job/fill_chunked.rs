@@ -93,9 +93,7 @@ pub(super) async fn fill_chunked(
         ranges =
             Some(super::ranges::plan(cx.source, dest, plan, cx.config.backfill.workers).await?);
     }
-    // A straight copy sets the table's defaults per chunk (an ALTER TABLE,
-    // which would serialize the workers).
-    let direct = loading && plan.is_identity() && ranges.is_none();
+    let direct = loading && plan.is_identity();
     let format =
         crate::source::copy_format(cx.config.backfill.copy_format, cx.source, dest, plan, false)
             .await?;
@@ -108,11 +106,7 @@ pub(super) async fn fill_chunked(
         "loading"
     );
     let store = if direct {
-        // Each chunk sets the bookkeeping columns' defaults to its version.
-        Store::loading_directly(
-            plan.clone(),
-            walfill_core::Version::snapshot(Default::default()),
-        )
+        Store::loading_directly(plan.clone())
     } else if loading {
         Store::loading(plan.clone())
     } else {
@@ -133,11 +127,6 @@ pub(super) async fn fill_chunked(
             // The workers counted the rows on their copies of the state.
             *state = VersionState::load_existing(&*dest, &state.target, &state.version).await?;
         }
-    }
-    if direct {
-        dest.batch_execute(&plan.load_defaults_sql(None))
-            .await
-            .map_err(|e| Error::destination("removing the version table's defaults", e))?;
     }
     super::key_index::build(dest, plan).await?;
     failpoint::hit("copy.end");

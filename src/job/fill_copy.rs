@@ -47,7 +47,7 @@ pub(super) async fn fill_copy(
     let loading = fresh && super::key_index::drop_for_load(dest, plan).await?
         || super::key_index::primary_key(dest, plan).await?.is_none();
     let mut stream_conn = None;
-    let (copy, base, at, direct) = if fresh {
+    let (copy, base, direct) = if fresh {
         if slot_exists(cx.source, &slot).await? {
             // Created by a run that died before recording it: unused.
             super::drop_slot(cx.source, &slot).await?;
@@ -89,7 +89,7 @@ pub(super) async fn fill_copy(
             )
             .await?;
         stream_conn = Some(boundary.connection);
-        (copy, true, boundary.lsn, direct)
+        (copy, true, direct)
     } else {
         // The snapshot died with the previous run: a temporary slot gives a
         // new one.
@@ -124,9 +124,8 @@ pub(super) async fn fill_copy(
         )
         .await?;
         // The temporary slot goes with its connection, after the copy.
-        let at = boundary.lsn;
         let _keep = boundary.connection;
-        (copy, false, at, direct)
+        (copy, false, direct)
     };
     failpoint::hit("copy.start");
     tracing::info!(
@@ -136,10 +135,7 @@ pub(super) async fn fill_copy(
         "loading"
     );
     let store = if direct {
-        // Rows go straight into the table; its bookkeeping columns take
-        // the snapshot's version by default meanwhile.
-        set_defaults(dest, plan, Some((at, 0))).await?;
-        Store::loading_directly(plan.clone(), walfill_core::Version::snapshot(at))
+        Store::loading_directly(plan.clone())
     } else if loading {
         Store::loading(plan.clone())
     } else {
@@ -160,9 +156,6 @@ pub(super) async fn fill_copy(
             tracing::warn!(error = %e.describe(), "the base snapshot could not be completed");
         }
     }
-    if direct {
-        set_defaults(dest, plan, None).await?;
-    }
     super::key_index::build(dest, plan).await?;
     failpoint::hit("copy.end");
     state.finish_fill(dest, None, None).await?;
@@ -179,16 +172,6 @@ fn chunked(config: &crate::config::Config, state: &VersionState) -> bool {
             u64::try_from(state.rows_estimated).unwrap_or(0) > config.backfill.chunked_above_rows
         }
     }
-}
-
-async fn set_defaults(
-    dest: &Client,
-    plan: &Plan,
-    version: Option<(walfill_core::Lsn, i32)>,
-) -> Result<()> {
-    dest.batch_execute(&plan.load_defaults_sql(version))
-        .await
-        .map_err(|e| crate::error::Error::destination("setting the version table's defaults", e))
 }
 
 /// Opens the copy of `plan`'s table in the exported snapshot `(name, lsn)`,

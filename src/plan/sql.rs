@@ -368,8 +368,7 @@ impl Plan {
     }
 
     /// `COPY` of a chunk's rows straight into the version's table (see
-    /// [`Plan::is_identity`]); the bookkeeping columns take their
-    /// defaults, set by [`Plan::load_defaults_sql`].
+    /// [`Plan::is_identity`]), each row followed by its chunk's version.
     pub fn direct_copy_sql(&self) -> String {
         format!(
             "COPY {} ({}) FROM STDIN",
@@ -379,25 +378,9 @@ impl Plan {
                     .iter()
                     .map(|o| o.name.as_str())
                     .chain(self.hidden.iter().map(|h| h.column.as_str()))
+                    .chain(["_walfill_lsn", "_walfill_seq"])
             )
         )
-    }
-
-    /// Gives the bookkeeping columns the version `(lsn, seq)` of a copy's
-    /// snapshot (or chunk) as defaults (`None`: removes them).
-    pub fn load_defaults_sql(&self, version: Option<(Lsn, i32)>) -> String {
-        let table = self.staging_table();
-        match version {
-            Some((lsn, seq)) => format!(
-                "ALTER TABLE {table} ALTER _walfill_lsn SET DEFAULT {}::pg_lsn, \
-                 ALTER _walfill_seq SET DEFAULT {seq}",
-                quote_literal(&lsn.to_string())
-            ),
-            None => format!(
-                "ALTER TABLE {table} ALTER _walfill_lsn DROP DEFAULT, \
-                 ALTER _walfill_seq DROP DEFAULT"
-            ),
-        }
     }
 
     /// Statements that apply a batch of folded changes from the work table.
