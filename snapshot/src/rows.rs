@@ -383,7 +383,7 @@ pub fn escape_copy_field(value: &str, out: &mut String) {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     #[test]
@@ -417,7 +417,8 @@ mod tests {
         );
     }
 
-    fn binary_row(fields: &[Option<&[u8]>]) -> Vec<u8> {
+    /// One row of binary COPY data with these fields (`None`: NULL).
+    pub(crate) fn binary_row(fields: &[Option<&[u8]>]) -> Vec<u8> {
         let mut row = (fields.len() as i16).to_be_bytes().to_vec();
         for f in fields {
             match f {

@@ -107,20 +107,7 @@ fn malformed() -> SnapshotError {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn binary_row(fields: &[Option<&[u8]>]) -> Vec<u8> {
-        let mut row = (fields.len() as i16).to_be_bytes().to_vec();
-        for f in fields {
-            match f {
-                Some(bytes) => {
-                    row.extend((bytes.len() as i32).to_be_bytes());
-                    row.extend(*bytes);
-                }
-                None => row.extend((-1i32).to_be_bytes()),
-            }
-        }
-        row
-    }
+    use crate::rows::tests::binary_row;
 
     fn suffix() -> RowSuffix {
         RowSuffix::new(&[
