@@ -634,3 +634,66 @@ fn snapshot_then_replay_on_newer_majors() {
         assert_view_matches(&db, view, "orders", select, Some(ORDERS_WHERE), "id");
     }
 }
+
+/// A fresh fill stores each source row once, whether the filter takes it
+/// or not: a row it takes transformed, with the source values the plan
+/// keeps beside it; a row it rejects as a tombstone, its key and those
+/// values and nothing else. The same from a snapshot (filtered chunks) and
+/// from a replay (merged batches), which both store each batch in one
+/// pass over the work table.
+#[test]
+fn a_fresh_fill_stores_each_row_once_as_a_row_or_a_tombstone() {
+    let db = TestDb::new("rp_once");
+    let archive = archive_section(&archive_url());
+    let walfill = Walfill::new(&db, &archive);
+    walfill.ok(&["setup"]);
+    db.exec(
+        "CREATE TABLE items (id int PRIMARY KEY, kind text NOT NULL, n int, note text);
+         INSERT INTO items
+         SELECT g, CASE WHEN g % 3 = 0 THEN 'skip' ELSE 'keep' END, g,
+                CASE WHEN g % 7 = 0 THEN NULL ELSE 'note ' || g END
+           FROM generate_series(1, 3000) g;
+         UPDATE items SET kind = 'skip' WHERE id % 5 = 0;
+         UPDATE items SET kind = 'keep', note = 'back' WHERE id % 9 = 0;
+         DELETE FROM items WHERE id % 11 = 0;",
+    );
+    let select = "id, n * 2 AS doubled, upper(note) AS loud";
+    let filter = "kind <> 'skip'";
+    for (version, path) in [("snap", "snapshot"), ("rep", "replay")] {
+        walfill.configure(
+            &db,
+            &format!(
+                "{archive}\n[backfill]\nchunk_rows = 400\n\n[[target]]\nname = \"items_out\"\n\
+                 source = \"items\"\nselect = \"{select}\"\nwhere = \"{filter}\"\n\
+                 version = \"{version}\"\n"
+            ),
+        );
+        walfill.ok(&["setup"]);
+        walfill.ok(&["backfill", "items_out", "--no-swap", "--path", path]);
+        assert_eq!(version_field(&db, version, "path"), path);
+        let table = format!("public.items_out__{version}");
+        let counts = |sql: &str| db.value(sql).unwrap();
+        assert_eq!(
+            counts(&format!(
+                "SELECT count(*) FILTER (WHERE NOT _walfill_deleted) || ' rows, ' || \
+                        count(*) FILTER (WHERE _walfill_deleted) || ' tombstones' FROM {table}"
+            )),
+            counts(
+                "SELECT count(*) FILTER (WHERE kind <> 'skip') || ' rows, ' || \
+                        count(*) FILTER (WHERE kind = 'skip') || ' tombstones' FROM items"
+            ),
+            "{path}: one stored row per source row"
+        );
+        let wrong = counts(&format!(
+            "SELECT count(*) FROM items AS i FULL JOIN {table} AS t USING (id)
+              WHERE t.id IS NULL OR i.id IS NULL
+                 OR t._walfill_deleted IS DISTINCT FROM (i.kind = 'skip')
+                 OR t._walfill_src_kind IS DISTINCT FROM i.kind
+                 OR t._walfill_src_note IS DISTINCT FROM i.note
+                 OR (t._walfill_deleted AND (t.doubled IS NOT NULL OR t.loud IS NOT NULL))
+                 OR (NOT t._walfill_deleted AND (t.doubled IS DISTINCT FROM i.n * 2
+                                                 OR t.loud IS DISTINCT FROM upper(i.note)))"
+        ));
+        assert_eq!(wrong, "0", "{path}: stored rows that are not the source's");
+    }
+}

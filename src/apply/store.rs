@@ -341,7 +341,7 @@ impl Store {
         let statements: &[&String] = match (stored, self.loading) {
             (true, _) => &[&sql.upsert, &sql.tombstone],
             (false, true) if !remembers => &[&sql.insert_fresh],
-            (false, _) => &[&sql.insert_fresh, &sql.tombstone_fresh],
+            (false, _) => &[&sql.store_fresh],
         };
         let with_params: Vec<(&str, &[&(dyn tokio_postgres::types::ToSql + Sync)])> = statements
             .iter()

@@ -20,7 +20,7 @@ use walfill_core::sql::{ident_list, quote_ident, quote_literal};
 use walfill_core::Lsn;
 use walfill_snapshot::SourceTable;
 
-use super::{Plan, WORK_TABLE};
+use super::{Plan, RESERVED_PREFIX, WORK_TABLE};
 
 /// Bookkeeping columns of the work table, after the source's columns.
 pub(super) fn work_columns(table: &SourceTable) -> Vec<String> {
@@ -83,8 +83,9 @@ pub struct BatchSql {
     pub any_stored: String,
     /// [`Self::upsert`] for a batch none of whose keys is stored: plain inserts.
     pub insert_fresh: String,
-    /// [`Self::tombstone`] for such a batch.
-    pub tombstone_fresh: String,
+    /// [`Self::upsert`] and [`Self::tombstone`] for such a batch, in one
+    /// pass over the work table: every change stored as a row or a tombstone.
+    pub store_fresh: String,
 }
 
 impl Plan {
@@ -315,6 +316,59 @@ impl Plan {
         )
     }
 
+    /// One `INSERT` storing each work-table row (alias `m`, the source's
+    /// values under their own names) once: transformed when it is an
+    /// upsert (all are when `upsert` is `None`) and passes the filter, and
+    /// as a tombstone otherwise (its key, and the hidden values of an
+    /// upsert). `version` gives each row's `_walfill_lsn, _walfill_seq`;
+    /// `condition` says which work rows go.
+    ///
+    /// So a fresh store writes rows and tombstones in one scan, the filter
+    /// evaluated once a row. A key is a plain reference to itself, so a
+    /// stored row's key is its work row's either way.
+    fn store_once(&self, upsert: Option<&str>, version: &str, condition: &str) -> String {
+        let lateral: Vec<String> = upsert
+            .map(str::to_string)
+            .into_iter()
+            .chain(self.passes())
+            .collect();
+        let lateral = match lateral.is_empty() {
+            true => String::new(),
+            false => format!(" WHERE {}", lateral.join(" AND ")),
+        };
+        let outputs = self
+            .outputs
+            .iter()
+            .map(|o| match self.key.contains(&o.name) {
+                true => format!("m.{}", quote_ident(&o.name)),
+                false => format!("t.{}", quote_ident(&o.name)),
+            })
+            .collect::<Vec<_>>()
+            .join(", ");
+        let hidden: String = self
+            .hidden
+            .iter()
+            .map(|h| {
+                let value = format!("m.{}", quote_ident(&h.source));
+                match upsert {
+                    Some(upsert) => format!(", CASE WHEN {upsert} THEN {value} END"),
+                    None => format!(", {value}"),
+                }
+            })
+            .collect();
+        format!(
+            "INSERT INTO {table} AS s ({columns}) \
+             SELECT {outputs}{hidden}, {version}, t.{RESERVED_PREFIX}live IS NULL \
+             FROM pg_temp.{WORK_TABLE} AS m LEFT JOIN LATERAL \
+             (SELECT true AS {RESERVED_PREFIX}live, {select} FROM {row}{lateral}) AS t ON true \
+             WHERE {condition}",
+            table = self.staging_table(),
+            columns = self.insert_columns(false),
+            select = self.def.select,
+            row = self.source_row_of("m"),
+        )
+    }
+
     /// Statements that load a snapshot chunk from the work table, every row
     /// versioned `(lsn, seq)`: `(boundary, 0)` for a chunk of an exported
     /// snapshot, a negative seq naming the chunk for a chunked copy's
@@ -327,6 +381,9 @@ impl Plan {
         let lsn = format!("{}::pg_lsn", quote_literal(&boundary.to_string()));
         let alias = self.alias();
         let filter = self.passes();
+        if fresh && filter.is_some() {
+            return vec![self.store_once(None, &format!("{lsn}, {seq}"), "true")];
+        }
         let (rows, live_conflict, dead_conflict) = if fresh {
             (self.source_rows(""), String::new(), String::new())
         } else {
@@ -483,7 +540,11 @@ impl Plan {
             )
         };
         let tombstone = tombstone_with(&newer, &self.upsert_conflict(true));
-        let tombstone_fresh = tombstone_with(watermark, "");
+        let store_fresh = self.store_once(
+            Some("m._walfill_op = 'u'"),
+            "m._walfill_lsn, m._walfill_seq",
+            watermark,
+        );
         let any_stored = format!(
             "SELECT 1 FROM {work} AS w WHERE (SELECT 1 FROM {table} AS x WHERE ({x}) = ({w})) IS NOT NULL LIMIT 1",
             x = self.keys_of("x"),
@@ -496,7 +557,7 @@ impl Plan {
             tombstone,
             any_stored,
             insert_fresh,
-            tombstone_fresh,
+            store_fresh,
         }
     }
 
