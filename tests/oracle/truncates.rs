@@ -93,6 +93,29 @@ fn truncates_of_every_shape_decode_like_the_slot() {
          INSERT INTO fresh VALUES (3, 'c');
          COMMIT",
     );
+    // A subtransaction's new files become its parent's when it is
+    // released: truncated again there, the table is emptied in place, as
+    // it is in a subtransaction nested under the one whose file it is.
+    db.exec(
+        "BEGIN;
+         INSERT INTO narrow VALUES (10, 10);
+         SAVEPOINT a;
+         TRUNCATE wide;
+         INSERT INTO wide (t) VALUES ('in a');
+         SAVEPOINT b;
+         TRUNCATE wide;
+         INSERT INTO wide (t) VALUES ('in b');
+         RELEASE b;
+         TRUNCATE wide;
+         INSERT INTO wide (t) VALUES ('in a, after b');
+         RELEASE a;
+         TRUNCATE wide;
+         INSERT INTO wide (t) VALUES ('released twice');
+         SAVEPOINT c;
+         TRUNCATE wide;
+         INSERT INTO wide (t) VALUES ('in c');
+         COMMIT",
+    );
     // Other statements of the transaction create files first: a table (its
     // key and TOAST table too), an index, a reindex.
     db.exec(
@@ -116,6 +139,7 @@ fn truncates_of_every_shape_decode_like_the_slot() {
     let expected = o.expected();
     for line in [
         "t[text]:'in a savepoint'",
+        "t[text]:'in c'",
         "table public.bare: INSERT: n[integer]:6",
         "table public.fresh: INSERT: id[integer]:3 v[text]:'c'",
         "table public.narrow: INSERT: id[integer]:7 n[integer]:7",

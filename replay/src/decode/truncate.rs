@@ -15,6 +15,7 @@
 use super::catalog::{Catalog, NewRelation};
 use super::held::Created;
 use crate::wal::RelFileLocator;
+use walfill_core::xid::precedes as xid_precedes;
 
 /// What a TRUNCATE did to the tables it names.
 #[derive(Debug, Default, PartialEq)]
@@ -59,10 +60,9 @@ pub(super) fn new_files<'a>(
             }
             continue;
         };
-        // The subtransaction's own file is emptied in place.
         if created
             .iter()
-            .any(|c| c.file == rel.file && c.subxid == subxid && subxid != 0)
+            .any(|c| c.file == rel.file && owns(subxid, c.subxid))
         {
             continue;
         }
@@ -87,6 +87,18 @@ pub(super) fn new_files<'a>(
     out.moved.reverse();
     out.unknown.reverse();
     out
+}
+
+/// Whether a file subtransaction `creator` made is subtransaction
+/// `subxid`'s own, so that its TRUNCATE empties it in place: made by it, or
+/// by a subtransaction since released into it (PostgreSQL hands a released
+/// subtransaction's new files to its parent). Only a descendant of `subxid`
+/// can have got its xid after `subxid` did and ended before this TRUNCATE
+/// (a subtransaction gets its xid after its parents' and a sibling's runs
+/// after the earlier one ended); one rolled back left no file the catalog
+/// still names.
+fn owns(subxid: u32, creator: u32) -> bool {
+    subxid != 0 && creator != 0 && (creator == subxid || xid_precedes(subxid, creator))
 }
 
 #[cfg(test)]
@@ -212,6 +224,33 @@ mod tests {
         assert_eq!(out.moved.len(), 1);
         assert_eq!((out.moved[0].oid, out.moved[0].file.rel), (20, 700));
         assert_eq!(out.files, vec![file(700)], "the orphan file is adopted");
+    }
+
+    /// A file a subtransaction made becomes its parent's when it is
+    /// released (and so its ancestors' in turn): truncated by any of them
+    /// later, the table is emptied in place. A subtransaction begun under
+    /// the file's maker, or after it was released, gets new files.
+    #[test]
+    fn a_released_subtransactions_file_is_its_ancestors_own() {
+        let a = table(10, 100, Some(101));
+        let catalog = catalog(&[a]);
+        // Made by 9; 7 is the top, 8 the savepoint 9 was released into.
+        let created = creates(&[(100, 9, false), (101, 9, false), (600, 0, false)]);
+        for ancestor in [9, 8, 7] {
+            let out = run(&[10], ancestor, &created, &catalog);
+            assert!(out.moved.is_empty() && out.unknown.is_empty(), "{ancestor}");
+        }
+        let created = creates(&[
+            (100, 9, false),
+            (101, 9, false),
+            (600, 10, false),
+            (601, 10, false),
+        ]);
+        let out = run(&[10], 10, &created, &catalog);
+        assert_eq!(
+            out.moved.iter().map(|r| r.file.rel).collect::<Vec<_>>(),
+            vec![600]
+        );
     }
 
     /// Too few new files, or a table nothing describes after others: the
