@@ -161,6 +161,80 @@ fn the_search_for_a_creation_starts_where_the_journal_first_described_the_table(
     );
 }
 
+/// When the creating transaction took its xid segments before it created
+/// the table, the restart point before it is found by reading back from the
+/// journal's first description of the table, stretch by stretch; the scan
+/// of everything that follows runs once, and the replay is exact.
+#[test]
+fn a_creation_whose_transaction_began_segments_earlier_is_scanned_once() {
+    let db = TestDb::new("rp_probe");
+    let archive = archive_section(&archive_url());
+    let walfill = Walfill::new(&db, &archive);
+    walfill.ok(&["setup"]);
+    // A checkpoint logs the running transactions: a restart point from
+    // before the creating transaction's xid.
+    db.exec("CHECKPOINT");
+    let mut creator = db.client();
+    creator
+        .batch_execute("BEGIN; SELECT txid_current()")
+        .unwrap();
+    db.exec("CREATE TABLE filler (x int)");
+    for _ in 0..6 {
+        db.exec("INSERT INTO filler SELECT generate_series(1, 100)");
+        db.archive_wal();
+    }
+    creator
+        .batch_execute(
+            "CREATE TABLE orders (
+                 id bigint PRIMARY KEY, customer_id int, status text NOT NULL,
+                 total_cents bigint, note text);
+             INSERT INTO orders
+             SELECT g, g % 97, CASE WHEN g % 10 = 0 THEN 'test' ELSE 'open' END, g * 7,
+                    'note ' || g
+               FROM generate_series(1, 3000) g;
+             COMMIT",
+        )
+        .unwrap();
+    db.exec("UPDATE orders SET note = note || '.' WHERE id % 7 = 0");
+    db.archive_wal();
+    walfill.configure(&db, &format!("{archive}\n{}", orders_target("v1")));
+    walfill.ok(&["setup"]);
+    let out = walfill.run(&["plan", "orders_summary"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let plan = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        plan.contains(": replay") && plan.contains("creation"),
+        "plan: {plan}"
+    );
+    // Every read of the journal logs where it ended; the probes end at the
+    // table's first description, the one full scan at the archive's end.
+    let ends: Vec<&str> = stderr
+        .lines()
+        .filter(|l| l.contains("read the catalog journal"))
+        .filter_map(|l| l.split(" end=").nth(1)?.split_whitespace().next())
+        .collect();
+    let last = ends
+        .last()
+        .unwrap_or_else(|| panic!("no journal read: {stderr}"));
+    let full = ends.iter().filter(|e| *e == last).count();
+    assert_eq!(
+        full, 1,
+        "the archive was scanned to its end {full} times: {stderr}"
+    );
+
+    walfill.ok(&["backfill", "orders_summary", "--path", "replay"]);
+    assert_eq!(version_field(&db, "v1", "path"), "replay");
+    assert_view_matches(
+        &db,
+        "derived.orders_summary",
+        "orders",
+        ORDERS_SELECT,
+        Some(ORDERS_WHERE),
+        "id",
+    );
+}
+
 /// A table older than the journal is built by snapshot, which leaves a base
 /// snapshot in the archive; a new transform is then replayed from that base
 /// while writes go on, TOASTed values left unchanged by updates included.

@@ -7,9 +7,11 @@
 //! the columns the transform reads. Otherwise the backfill takes a
 //! snapshot, and the planner says exactly why.
 
+mod creation;
 mod identity;
 mod scan;
 
+use creation::creation_start;
 pub use identity::source_identity;
 pub use scan::{scan_journal, Scan};
 
@@ -18,7 +20,6 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use tokio_postgres::Client;
 use tokio_util::sync::CancellationToken;
-use walfill_core::xid::precedes as xid_precedes;
 use walfill_core::Lsn;
 use walfill_replay::archive::ArchiveError;
 use walfill_replay::decode::{changed_without_rows, is_supported, LostRelation};
@@ -262,9 +263,8 @@ async fn decide_replay(config: &Config, source: &Client, plan: &Plan) -> Result<
     let bases = find_bases(&archive, database, relid).await?;
     let base = bases.into_iter().find(|m| m.restart_lsn >= covered_from);
     // With a base, only what follows it matters (a later creation of the
-    // same OID included). Without one, the creation is searched for in ever
-    // larger windows at the end of the archive: a young table costs a short
-    // scan, and only a table older than the archive costs a scan of all of it.
+    // same OID included). Without one, the scan starts before the table's
+    // creation (see `creation`).
     let newest = segments[segments.len() - 1].segno;
     let scan = match &base {
         // The base is newer than the archived WAL: nothing to scan yet.
@@ -283,40 +283,15 @@ async fn decide_replay(config: &Config, source: &Client, plan: &Plan) -> Result<
             .await?
         }
         None => {
-            // The journal's first description of the table's files (at its
-            // creation, or at the journal's install for an older table)
-            // says where to look first: from the segment before it on.
-            // Where the creating transaction began earlier still, the
-            // window grows by 4, 16, ... segments before it, not by a
-            // multiple of all the WAL written since.
-            let after = first_described(source, relid).await.map(|lsn| {
-                let at = SegmentNo::containing(lsn, size);
-                segments.iter().filter(|s| s.segno >= at).count()
-            });
-            let mut margin = 1;
-            let mut window = after.map_or(1, |n| n + margin);
-            loop {
-                let start = segments.len().saturating_sub(window).max(first);
-                let from = segments[start].segno.start_lsn(size);
-                let scan = scan_journal(&archive, database, &identity, None, from, None).await?;
-                // The window began before the oldest transaction that wrote
-                // the table's catalog rows (its creation, unless every row
-                // was rewritten since): looking further back finds nothing.
-                let before_table = scan
-                    .restart_points
-                    .first()
-                    .is_some_and(|(_, next)| oldest_xid.is_some_and(|x| !xid_precedes(x, *next)));
-                if start == first || before_table || creation_start(&scan, relid).is_some() {
-                    break scan;
-                }
-                match after {
-                    Some(n) => {
-                        margin *= 4;
-                        window = n + margin;
-                    }
-                    None => window *= 4,
-                }
-            }
+            let archived = creation::Archived {
+                archive: &archive,
+                database,
+                identity: &identity,
+                segments: &segments,
+                first,
+                size,
+            };
+            creation::scan_from_creation(&archived, source, relid, oldest_xid).await?
         }
     };
     let creation = creation_start(&scan, relid);
@@ -444,20 +419,6 @@ async fn decide_replay(config: &Config, source: &Client, plan: &Plan) -> Result<
 /// The oldest transaction that wrote one of the table's catalog rows
 /// (`pg_class`, its row type, its columns): the creating one, unless all of
 /// them were rewritten since.
-/// The LSN at which the catalog journal first described the files of table
-/// `relid` (`walfill.journal_files`), when that table can be read. Only a
-/// hint: a wrong or missing one costs a longer search, never a wrong start.
-async fn first_described(source: &Client, relid: u32) -> Option<Lsn> {
-    source
-        .query_one(
-            "SELECT min(lsn) FROM walfill.journal_files WHERE relid = $1",
-            &[&relid],
-        )
-        .await
-        .ok()?
-        .get(0)
-}
-
 async fn oldest_catalog_xid(source: &Client, relid: u32) -> Result<Option<u32>> {
     let row = source
         .query_one(
@@ -477,20 +438,6 @@ async fn oldest_catalog_xid(source: &Client, relid: u32) -> Result<Option<u32>> 
         .get::<_, Option<String>>(0)
         .and_then(|t| t.parse::<u32>().ok())
         .filter(|x| *x >= 3))
-}
-
-/// Where a replay from the table's creation would start, if the scan saw
-/// the creating transaction whole (from a restart point before it began).
-fn creation_start(scan: &Scan, relid: u32) -> Option<ReplayStart> {
-    let created = scan.created.get(&relid)?;
-    scan.restart_points
-        .iter()
-        .rev()
-        .find(|(lsn, next)| *lsn <= created.commit_lsn && !xid_precedes(created.xid, *next))
-        .map(|(lsn, _)| ReplayStart::Creation {
-            restart: *lsn,
-            from: created.commit_lsn,
-        })
 }
 
 /// The first loss in `lost` that makes a replay of `plan` from `from`
