@@ -5,7 +5,9 @@ use std::time::Duration;
 
 use crate::archiver::{terminate, LocalArchive, Running, SlotGuard};
 use crate::support::cluster::archive_url;
-use crate::support::workload::{create_orders, orders_target, Writer, ORDERS_SELECT, ORDERS_WHERE};
+use crate::support::workload::{
+    create_orders, orders_sql, orders_target, Writer, ORDERS_SELECT, ORDERS_WHERE,
+};
 use crate::support::{assert_view_matches, assert_view_matches_in, TestDb, Walfill};
 
 /// `[archive]` pointing at the test cluster's archive.
@@ -118,6 +120,35 @@ fn rebuild_by_replay_reads_nothing_from_the_source() {
     );
 }
 
+/// Runs `plan` for `orders_summary`, which must choose a replay from the
+/// table's creation; returns each logged read of the catalog journal as
+/// its `(from, end)` LSNs, in order, and the command's stderr.
+fn plan_from_creation(walfill: &Walfill) -> (Vec<(String, String)>, String) {
+    let out = walfill.run(&["plan", "orders_summary"]);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let plan = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        plan.contains(": replay") && plan.contains("creation"),
+        "plan: {plan}"
+    );
+    let field = |line: &str, name: &str| {
+        let value = line
+            .split(&format!(" {name}="))
+            .nth(1)?
+            .split_whitespace()
+            .next()?;
+        Some(value.to_string())
+    };
+    let reads = stderr
+        .lines()
+        .filter(|l| l.contains("read the catalog journal"))
+        .filter_map(|l| Some((field(l, "from")?, field(l, "end")?)))
+        .collect::<Vec<_>>();
+    assert!(!reads.is_empty(), "no read of the journal logged: {stderr}");
+    (reads, stderr)
+}
+
 /// The search for a table's creation starts where the catalog journal first
 /// described the table, not at the end of the archive, so a table created
 /// a few segments back is found by reading the journal from there.
@@ -136,20 +167,8 @@ fn the_search_for_a_creation_starts_where_the_journal_first_described_the_table(
     }
     walfill.configure(&db, &format!("{archive}\n{}", orders_target("v1")));
     walfill.ok(&["setup"]);
-    let out = walfill.run(&["plan", "orders_summary"]);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    let plan = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{stderr}");
-    assert!(
-        plan.contains(": replay") && plan.contains("creation"),
-        "plan: {plan}"
-    );
-    let first_from = stderr
-        .lines()
-        .find(|l| l.contains("read the catalog journal"))
-        .and_then(|l| l.split(" from=").nth(1))
-        .and_then(|r| r.split_whitespace().next())
-        .unwrap_or_else(|| panic!("no read of the journal logged: {stderr}"));
+    let (reads, stderr) = plan_from_creation(&walfill);
+    let first_from = &reads[0].0;
     assert_eq!(
         db.value(&format!(
             "SELECT '{first_from}'::pg_lsn <= '{created}'::pg_lsn"
@@ -184,40 +203,17 @@ fn a_creation_whose_transaction_began_segments_earlier_is_scanned_once() {
         db.archive_wal();
     }
     creator
-        .batch_execute(
-            "CREATE TABLE orders (
-                 id bigint PRIMARY KEY, customer_id int, status text NOT NULL,
-                 total_cents bigint, note text);
-             INSERT INTO orders
-             SELECT g, g % 97, CASE WHEN g % 10 = 0 THEN 'test' ELSE 'open' END, g * 7,
-                    'note ' || g
-               FROM generate_series(1, 3000) g;
-             COMMIT",
-        )
+        .batch_execute(&format!("{}; COMMIT", orders_sql(3_000)))
         .unwrap();
-    db.exec("UPDATE orders SET note = note || '.' WHERE id % 7 = 0");
+    db.exec("UPDATE orders SET note = coalesce(note, '') || '.' WHERE id % 7 = 0");
     db.archive_wal();
     walfill.configure(&db, &format!("{archive}\n{}", orders_target("v1")));
     walfill.ok(&["setup"]);
-    let out = walfill.run(&["plan", "orders_summary"]);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    let plan = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{stderr}");
-    assert!(
-        plan.contains(": replay") && plan.contains("creation"),
-        "plan: {plan}"
-    );
-    // Every read of the journal logs where it ended; the probes end at the
-    // table's first description, the one full scan at the archive's end.
-    let ends: Vec<&str> = stderr
-        .lines()
-        .filter(|l| l.contains("read the catalog journal"))
-        .filter_map(|l| l.split(" end=").nth(1)?.split_whitespace().next())
-        .collect();
-    let last = ends
-        .last()
-        .unwrap_or_else(|| panic!("no journal read: {stderr}"));
-    let full = ends.iter().filter(|e| *e == last).count();
+    // The probes end at the table's first description, the one full scan
+    // at the archive's end.
+    let (reads, stderr) = plan_from_creation(&walfill);
+    let last = &reads[reads.len() - 1].1;
+    let full = reads.iter().filter(|(_, end)| end == last).count();
     assert_eq!(
         full, 1,
         "the archive was scanned to its end {full} times: {stderr}"

@@ -14,7 +14,12 @@ pub const ORDERS_WHERE: &str = "status <> 'test'";
 
 /// `public.orders` with `rows` rows (ids 1..=rows), analyzed.
 pub fn create_orders(db: &TestDb, rows: i64) {
-    db.exec(&format!(
+    db.exec(&orders_sql(rows));
+}
+
+/// The statements [`create_orders`] runs, for a session of the test's own.
+pub fn orders_sql(rows: i64) -> String {
+    format!(
         "CREATE TABLE orders (
              id bigint PRIMARY KEY, customer_id int, status text NOT NULL,
              total_cents bigint, note text);
@@ -23,7 +28,7 @@ pub fn create_orders(db: &TestDb, rows: i64) {
                 CASE WHEN g % 3 = 0 THEN NULL ELSE 'note ' || g END
            FROM generate_series(1, {rows}) g;
          ANALYZE orders;"
-    ));
+    )
 }
 
 /// The target section for [`create_orders`].
