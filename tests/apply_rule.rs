@@ -165,6 +165,7 @@ impl Fixture {
             let mut batch = Batch {
                 writes: Writes::Chunk {
                     rows,
+                    projected: false,
                     version: Version::snapshot(boundary),
                     snapshot: None,
                     after: cursor.clone(),

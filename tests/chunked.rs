@@ -213,6 +213,19 @@ fn a_chunked_copy_killed_and_cut_off_mid_chunk_resumes_exactly() {
 /// version is exact, every row counted once.
 #[test]
 fn a_chunk_cut_off_while_its_rows_stream_is_read_and_stored_again() {
+    cut_off_mid_chunk("auto", "transformed on the source");
+}
+
+/// [`a_chunk_cut_off_while_its_rows_stream_is_read_and_stored_again`] with
+/// the transform in the destination, over the rows in a work table.
+#[test]
+fn a_chunk_cut_off_mid_stream_into_the_work_table_is_stored_again() {
+    cut_off_mid_chunk("destination", "through the transform");
+}
+
+/// A chunk's COPY on the source terminated while its rows stream, with the
+/// transform evaluated `transform_on`; the log names the rows' way.
+fn cut_off_mid_chunk(transform_on: &str, rows: &str) {
     let db = TestDb::new("chunked_cut");
     // 60 MB in chunks of 15 MB: far more than walfill keeps in flight.
     db.exec(
@@ -223,7 +236,8 @@ fn a_chunk_cut_off_while_its_rows_stream_is_read_and_stored_again() {
     let walfill = Walfill::new(
         &db,
         &format!(
-            "[backfill]\nsnapshot = \"chunked\"\nchunk_rows = 15000\nwriters = 1\n\n\
+            "[backfill]\nsnapshot = \"chunked\"\nchunk_rows = 15000\nwriters = 1\n\
+             transform_on = \"{transform_on}\"\n\n\
              [[target]]\nname = \"cut\"\nsource = \"public.wide\"\nselect = \"{select}\"\n\
              version = \"v1\"\n"
         ),
@@ -265,6 +279,7 @@ fn a_chunk_cut_off_while_its_rows_stream_is_read_and_stored_again() {
         text.contains("reading it again") && text.contains("cut off; it is stored again"),
         "the chunk was not read and stored again:\n{text}"
     );
+    assert!(text.contains(rows), "the rows did not go {rows:?}:\n{text}");
     assert_eq!(
         number(&db, "SELECT rows_copied FROM walfill.versions"),
         60_000,

@@ -7,6 +7,10 @@
 //! format each row also carries its key as text after its own columns, so
 //! the cursor is the key as the source prints it, whatever its type; the
 //! reader strips it before the row goes on.
+//!
+//! A chunk may also be *projected*: the source evaluates a select list over
+//! each of its rows (see [`Projection`]) and sends that instead of the
+//! table's columns.
 
 use bytes::Bytes;
 use futures_util::StreamExt;
@@ -28,6 +32,29 @@ pub struct KeysetChunk<'a> {
     scope: Option<&'a str>,
     extra: &'a [String],
     format: CopyFormat,
+    projection: Option<&'a Projection>,
+}
+
+/// A select list the source evaluates over each row of a chunk, sent in
+/// place of the table's columns (in binary only).
+///
+/// The chunk's rows are selected, ordered and limited first, in a subquery
+/// that gives every column of the table the name the select list knows it
+/// by (`names`, by position): a column renamed since the select list was
+/// written is still the same column to it, and a column now holding an old
+/// name is not mistaken for it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Projection {
+    /// The alias the chunk's rows go by.
+    pub alias: String,
+    /// Each column of the table, in its order, as the select list names it.
+    pub names: Vec<String>,
+    /// The select list (over `alias`), without `SELECT`.
+    pub select: String,
+    /// What follows the aliased rows in `FROM`, if anything (a lateral join).
+    pub join: String,
+    /// Fields each row of the select list has.
+    pub fields: usize,
 }
 
 impl<'a> KeysetChunk<'a> {
@@ -42,12 +69,25 @@ impl<'a> KeysetChunk<'a> {
             scope: None,
             extra: &[],
             format: CopyFormat::Text,
+            projection: None,
         }
+    }
+
+    /// The same chunk with `projection` evaluated over its rows (see
+    /// [`Projection`]); its rows travel in binary.
+    pub fn projected(mut self, projection: Option<&'a Projection>) -> Self {
+        self.projection = projection;
+        if projection.is_some() {
+            self.format = CopyFormat::Binary;
+        }
+        self
     }
 
     /// The same chunk read in `format`.
     pub fn in_format(mut self, format: CopyFormat) -> Self {
-        self.format = format;
+        if self.projection.is_none() {
+            self.format = format;
+        }
         self
     }
 
@@ -124,6 +164,9 @@ impl<'a> KeysetChunk<'a> {
     /// `COPY (SELECT ... WHERE (key) > (cursor) ORDER BY key LIMIT n) TO
     /// STDOUT`, in binary with the key's text after each row's columns.
     pub fn copy_out_sql(&self) -> String {
+        if let Some(projection) = self.projection {
+            return self.projected_sql(projection);
+        }
         let mut columns = ident_list(
             self.table
                 .replicated_columns()
@@ -148,6 +191,59 @@ impl<'a> KeysetChunk<'a> {
         }
         sql.push_str(&format!(" ORDER BY {key} LIMIT {}", self.limit));
         format!("COPY ({sql}) TO STDOUT{}", self.format.option())
+    }
+
+    /// [`KeysetChunk::copy_out_sql`] of a projected chunk: the chunk's rows
+    /// under the select list's names, then the select list over them, each
+    /// row followed by its key's text.
+    fn projected_sql(&self, projection: &Projection) -> String {
+        let renamed: Vec<String> = self
+            .table
+            .columns
+            .iter()
+            .zip(&projection.names)
+            .map(|(c, name)| format!("{} AS {}", quote_ident(&c.name), quote_ident(name)))
+            .collect();
+        let conditions: Vec<String> = self
+            .after_predicate()
+            .into_iter()
+            .chain(self.until.map(|until| self.key_predicate("<=", until)))
+            .chain(self.scope.map(|scope| format!("({scope})")))
+            .collect();
+        let filter = match conditions.is_empty() {
+            true => String::new(),
+            false => format!(" WHERE {}", conditions.join(" AND ")),
+        };
+        let key = ident_list(self.table.key.iter().map(String::as_str));
+        let inner = format!(
+            "SELECT {} FROM {}{filter} ORDER BY {key} LIMIT {}",
+            renamed.join(", "),
+            self.table.quoted(),
+            self.limit
+        );
+        let alias = quote_ident(&projection.alias);
+        let known: Vec<String> = self
+            .table
+            .key
+            .iter()
+            .map(|k| {
+                let at = self.table.columns.iter().position(|c| &c.name == k);
+                let name = at.and_then(|i| projection.names.get(i)).unwrap_or(k);
+                format!("{alias}.{}", quote_ident(name))
+            })
+            .collect();
+        let texts: String = known
+            .iter()
+            .enumerate()
+            .map(|(i, k)| format!(", {k}::text AS _walfill_key_{i}"))
+            .collect();
+        format!(
+            "COPY (SELECT {}{texts} FROM ({inner}) AS {alias}{} ORDER BY {}) TO STDOUT{}",
+            projection.select,
+            projection.join,
+            known.join(", "),
+            CopyFormat::Binary.option()
+        )
     }
 
     /// Positions of the key columns among the copied columns.
@@ -191,7 +287,10 @@ impl<'a> KeysetChunk<'a> {
         if self.format == CopyFormat::Binary && BinaryRow::parse(&first)?.is_none() {
             return Ok(None);
         }
-        let copied = self.table.replicated_columns().count() + self.extra.len();
+        let copied = match self.projection {
+            Some(projection) => projection.fields,
+            None => self.table.replicated_columns().count() + self.extra.len(),
+        };
         Ok(Some(ChunkReading {
             table,
             format: self.format,
@@ -391,6 +490,34 @@ mod tests {
                  AND (note = 'x' OR id < 3) ORDER BY"
             ),
             "{scoped}"
+        );
+    }
+
+    #[test]
+    fn a_projected_chunk_renames_before_it_selects() {
+        let mut t = table();
+        // Renamed since the select list was written: "note" is now "body".
+        t.columns[2].name = "body".into();
+        let projection = Projection {
+            alias: "Orders".into(),
+            names: vec!["tenant".into(), "id".into(), "note".into()],
+            select: "id, upper(note) AS note".into(),
+            join: String::new(),
+            fields: 2,
+        };
+        let after = vec!["a".to_string(), "7".to_string()];
+        let sql = KeysetChunk::new(&t, Some(&after), 100)
+            .in_format(CopyFormat::Text)
+            .projected(Some(&projection))
+            .copy_out_sql();
+        assert_eq!(
+            sql,
+            "COPY (SELECT id, upper(note) AS note, \"Orders\".\"tenant\"::text AS _walfill_key_0, \
+             \"Orders\".\"id\"::text AS _walfill_key_1 FROM (SELECT \"tenant\" AS \"tenant\", \
+             \"id\" AS \"id\", \"body\" AS \"note\" FROM \"public\".\"Orders\" \
+             WHERE (\"tenant\", \"id\") > ('a'::text, '7'::bigint) ORDER BY \"tenant\", \"id\" \
+             LIMIT 100) AS \"Orders\" ORDER BY \"Orders\".\"tenant\", \"Orders\".\"id\") \
+             TO STDOUT (FORMAT binary)"
         );
     }
 }

@@ -21,7 +21,7 @@ pub mod suffix;
 pub mod table;
 
 pub use boundary::{Boundary, ReplicationConnection, ReplicationUrl};
-pub use copy::{ChunkReading, KeysetChunk, RowTap};
+pub use copy::{ChunkReading, KeysetChunk, Projection, RowTap};
 pub use error::SnapshotError;
 pub use live::{LiveStream, StreamEvent};
 pub use rows::{ChunkRead, ChunkRows, CopyFormat, Piece, RowsSender};

@@ -52,6 +52,10 @@ pub enum Writes {
     Chunk {
         /// The rows.
         rows: ChunkRows,
+        /// Whether the rows are the version's own, the transform evaluated
+        /// on the source (see [`crate::source::evaluate`]), rather than the
+        /// source table's.
+        projected: bool,
         /// Their version: the snapshot's `(boundary, 0)`; for a chunk read
         /// in a snapshot of its own, the LSN read under it (the seq comes
         /// when its snapshot is recorded).

@@ -143,6 +143,7 @@ impl Store {
             }
             Writes::Chunk {
                 rows,
+                projected,
                 version,
                 snapshot,
                 after,
@@ -154,7 +155,8 @@ impl Store {
                         Some(snapshot) => record_snapshot(dest, &self.plan, snapshot).await?,
                         None => version.seq as i32,
                     };
-                    self.store_chunk(dest, rows, version.commit_lsn, seq, after.as_deref())
+                    let at = (version.commit_lsn, seq);
+                    self.store_chunk(dest, rows, projected, at, after.as_deref())
                         .await?
                 };
                 Ok(Stored {
@@ -173,21 +175,34 @@ impl Store {
         &self,
         dest: &DestTransaction<'_>,
         rows: ChunkRows,
-        lsn: Lsn,
-        seq: i32,
+        projected: bool,
+        (lsn, seq): (Lsn, i32),
         after: Option<&[String]>,
     ) -> Result<ChunkRead> {
         let format = rows.format().option();
-        if self.direct {
+        if projected && !self.loading {
+            return Err(Error::Internal(
+                "finished rows reached a version that is not being loaded".into(),
+            ));
+        }
+        if self.direct || projected {
             let version = RowSuffix::new(&[
                 (&lsn.to_string(), &lsn.0.to_be_bytes()),
                 (&seq.to_string(), &seq.to_be_bytes()),
             ]);
+            // Rows the transform made on the source are the version's own,
+            // as an identity transform's chunk is (see `Store::loading`).
+            let copy = match projected {
+                true => self.plan.projected_copy_sql(),
+                false => format!("{}{format}", self.plan.direct_copy_sql()),
+            };
             let sink = dest
-                .copy_in::<_, Bytes>(&format!("{}{format}", self.plan.direct_copy_sql()))
+                .copy_in::<_, Bytes>(&copy)
                 .await
                 .map_err(|e| Error::destination("starting the chunk's COPY", e))?;
-            return Ok(rows.write_to(sink, Some(&version)).await?);
+            let read = rows.write_to(sink, Some(&version)).await?;
+            crate::failpoint::hold("copy.chunk_copied").await;
+            return Ok(read);
         }
         let sink = dest
             .copy_in::<_, Bytes>(&format!(

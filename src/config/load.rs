@@ -9,7 +9,7 @@ use walfill_replay::archive::Layout;
 use super::raw::{RawConfig, RawServe, RawTarget};
 use super::{
     ArchiveSettings, BackfillSettings, Config, CopyFormatSetting, PgUrl, QualifiedName, Schedule,
-    ServeSettings, SnapshotMode, Target, ThrottleSettings,
+    ServeSettings, SnapshotMode, Target, ThrottleSettings, TransformOn,
 };
 
 /// PostgreSQL's identifier limit (NAMEDATALEN - 1).
@@ -175,6 +175,24 @@ pub(crate) fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
                             "backfill.copy_format is {other:?}; it is \"auto\" (the default: \
                              binary where every column's type allows it, text otherwise) or \
                              \"text\" (always text)"
+                        ),
+                    ))
+                }
+            },
+        },
+        transform_on: match &b.transform_on {
+            None => TransformOn::Auto,
+            Some(on) => match on.get_ref().as_str() {
+                "auto" => TransformOn::Auto,
+                "destination" => TransformOn::Destination,
+                other => {
+                    return Err(v.invalid(
+                        Some(on.span()),
+                        &format!(
+                            "backfill.transform_on is {other:?}; it is \"auto\" (the default: \
+                             on the source when it gives the same values there, in the \
+                             destination otherwise) or \"destination\" (always in the \
+                             destination)"
                         ),
                     ))
                 }

@@ -155,6 +155,19 @@ pub struct BackfillSettings {
     pub spill_dir: std::path::PathBuf,
     /// How copied rows travel from the source to the destination.
     pub copy_format: CopyFormatSetting,
+    /// Where a snapshot copy evaluates the transform.
+    pub transform_on: TransformOn,
+}
+
+/// Where a snapshot copy evaluates the transform (`backfill.transform_on`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TransformOn {
+    /// On the source, when it gives the same values there as in the
+    /// destination (see `crate::source::evaluate`); in the destination
+    /// otherwise.
+    Auto,
+    /// Always in the destination.
+    Destination,
 }
 
 /// How a snapshot copy moves rows (`backfill.copy_format`).

@@ -58,6 +58,7 @@ pub(super) struct RawBackfill {
     pub(super) writers: Option<u32>,
     pub(super) spill_dir: Option<std::path::PathBuf>,
     pub(super) copy_format: Option<Spanned<String>>,
+    pub(super) transform_on: Option<Spanned<String>>,
 }
 
 /// A size in MiB, whole or not (`64`, `0.25`).

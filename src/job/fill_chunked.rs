@@ -18,7 +18,7 @@
 
 use tokio_postgres::{Client, IsolationLevel};
 use walfill_core::sql::quote_literal;
-use walfill_snapshot::{Boundary, CopyFormat, ReplicationConnection};
+use walfill_snapshot::{Boundary, CopyFormat, Projection, ReplicationConnection};
 
 use super::source::slot_exists;
 use super::Context;
@@ -97,11 +97,18 @@ pub(super) async fn fill_chunked(
     let format =
         crate::source::copy_format(cx.config.backfill.copy_format, cx.source, dest, plan, false)
             .await?;
+    let projection = match loading && !direct {
+        true => {
+            let on = cx.config.backfill.transform_on;
+            crate::source::evaluate::projection(on, format, cx.source, dest, plan).await?
+        }
+        false => None,
+    };
     tracing::info!(
         table = %plan.staging_table(),
         mode = "chunked: a short transaction per chunk",
         key_index = if loading { "built after the copy" } else { "kept" },
-        rows = if direct { "copied straight in (identity transform)" } else { "through the transform" },
+        rows = rows_label(direct, projection.is_some()),
         resume_after = %state.copy_cursor.as_ref().map(|k| k.join(", ")).unwrap_or_else(|| "(start)".into()),
         "loading"
     );
@@ -113,7 +120,7 @@ pub(super) async fn fill_chunked(
         Store::new(plan.clone())
     };
     match ranges {
-        None => copy_serially(cx, dest, state, plan, &store, (direct, format)).await?,
+        None => copy_serially(cx, dest, state, plan, &store, (direct, format, projection)).await?,
         Some(ranges) => {
             tracing::info!(
                 ranges = ranges.len(),
@@ -121,7 +128,8 @@ pub(super) async fn fill_chunked(
             );
             let workers = ranges.len();
             let copies = ranges.into_iter().map(|pending| {
-                copy_range(cx, state, plan, &store, pending, workers, (direct, format))
+                let rows = (direct, format, projection.clone());
+                copy_range(cx, state, plan, &store, pending, workers, rows)
             });
             futures_util::future::try_join_all(copies).await?;
             // The workers counted the rows on their copies of the state.
@@ -155,7 +163,7 @@ async fn copy_serially(
     state: &mut VersionState,
     plan: &Plan,
     store: &Store,
-    rows: (bool, CopyFormat),
+    rows: Rows,
 ) -> Result<()> {
     let total = u64::try_from(state.rows_estimated).ok().filter(|t| *t > 0);
     let done = u64::try_from(state.rows_copied).unwrap_or(0);
@@ -180,7 +188,7 @@ async fn copy_range(
     store: &Store,
     pending: super::ranges::Pending,
     workers: usize,
-    rows: (bool, CopyFormat),
+    rows: Rows,
 ) -> Result<()> {
     let mut dest = db::connect(&cx.config.destination, Role::Destination).await?;
     crate::plan::create_work_table(&dest, plan).await?;
@@ -198,14 +206,25 @@ async fn copy_range(
     super::ranges::done(&dest, plan, no).await
 }
 
+/// Whether rows go straight into the version's table, how they travel, and
+/// the transform the source evaluates over them, if it does.
+type Rows = (bool, CopyFormat, Option<Projection>);
+
+/// How a copy's rows reach the version's table, for its log line.
+pub(super) fn rows_label(direct: bool, projected: bool) -> &'static str {
+    match (direct, projected) {
+        (true, _) => "copied straight in (identity transform)",
+        (false, true) => "transformed on the source and copied straight in",
+        (false, false) => "through the transform",
+    }
+}
+
 /// What one sequence of chunks reads.
 struct Part {
     range: Option<KeyRange>,
     after: Option<Vec<String>>,
     pace: Pace,
-    /// Whether rows go straight into the version's table, and how they
-    /// travel.
-    rows: (bool, CopyFormat),
+    rows: Rows,
     progress: Progress,
 }
 
@@ -219,6 +238,7 @@ async fn copy_part(
     part: Part,
 ) -> Result<()> {
     let ranged = part.range.is_some();
+    let direct = part.rows.0 || part.rows.2.is_some();
     let mut copy = ChunkedSource::open(
         cx.config.source.clone(),
         plan,
@@ -239,7 +259,7 @@ async fn copy_part(
         super::throttle::Throttled::new(&mut copy, cx.config, &target, &version, &slot, cx.cancel);
     // A load of one sequence of chunks stores them on several sessions;
     // key ranges copied in parallel are already on sessions of their own.
-    let ran = if part.rows.0 || !store.is_loading() || ranged {
+    let ran = if direct || !store.is_loading() || ranged {
         run(dest, store, state, &mut throttled, cx.cancel, "copy").await
     } else {
         super::writers::load(cx, dest, (plan, store), state, &mut throttled, "copy").await

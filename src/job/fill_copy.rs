@@ -67,12 +67,13 @@ pub(super) async fn fill_copy(
             base.is_some(),
         )
         .await?;
+        let projection = projection(cx, dest, plan, loading && !direct, format).await?;
         let copy = open(
             cx,
             snapshot_session,
             plan,
             (&boundary.snapshot, boundary.lsn, format),
-            direct,
+            (direct, projection),
             None,
             pace,
             state,
@@ -111,12 +112,13 @@ pub(super) async fn fill_copy(
             false,
         )
         .await?;
+        let projection = projection(cx, dest, plan, loading && !direct, format).await?;
         let copy = open(
             cx,
             snapshot_session,
             plan,
             (&boundary.snapshot, boundary.lsn, format),
-            direct,
+            (direct, projection),
             state.copy_cursor.clone(),
             pace,
             state,
@@ -128,10 +130,11 @@ pub(super) async fn fill_copy(
         (copy, false, direct)
     };
     failpoint::hit("copy.start");
+    let projected = copy.projected();
     tracing::info!(
         table = %plan.staging_table(),
         key_index = if loading { "built after the copy" } else { "kept" },
-        rows = if direct { "copied straight in (identity transform)" } else { "through the transform" },
+        rows = super::fill_chunked::rows_label(direct, projected),
         "loading"
     );
     let store = if direct {
@@ -145,7 +148,7 @@ pub(super) async fn fill_copy(
     let (target, version) = (state.target.clone(), state.version.clone());
     let mut throttled =
         super::throttle::Throttled::new(&mut copy, cx.config, &target, &version, &slot, cx.cancel);
-    if loading {
+    if loading && !projected {
         super::writers::load(cx, dest, (plan, &store), state, &mut throttled, "copy").await?;
     } else {
         run(dest, &store, state, &mut throttled, cx.cancel, "copy").await?;
@@ -160,6 +163,23 @@ pub(super) async fn fill_copy(
     failpoint::hit("copy.end");
     state.finish_fill(dest, None, None).await?;
     Ok(stream_conn)
+}
+
+/// The transform for the source to evaluate over the copy's chunks, when
+/// the version is `loading` (nothing else writes it) and that gives the
+/// same values (see [`crate::source::evaluate`]).
+async fn projection(
+    cx: &Context<'_>,
+    dest: &Client,
+    plan: &Plan,
+    loading: bool,
+    format: CopyFormat,
+) -> Result<Option<walfill_snapshot::Projection>> {
+    if !loading {
+        return Ok(None);
+    }
+    let on = cx.config.backfill.transform_on;
+    crate::source::evaluate::projection(on, format, cx.source, dest, plan).await
 }
 
 /// Whether the table is read chunk by chunk, each in a snapshot of its
@@ -182,7 +202,7 @@ async fn open(
     session: Client,
     plan: &Plan,
     (snapshot, lsn, format): (&str, walfill_core::Lsn, CopyFormat),
-    direct: bool,
+    (direct, projection): (bool, Option<walfill_snapshot::Projection>),
     after: Option<Vec<String>>,
     pace: Pace,
     state: &VersionState,
@@ -208,6 +228,7 @@ async fn open(
             scope: None,
             with_hidden: direct,
             format,
+            projection,
         },
         after,
         pace,

@@ -91,6 +91,7 @@ pub async fn refresh(
         &source,
         &plan,
         Snapshot {
+            projection: None,
             name: boundary.snapshot.clone(),
             lsn: at,
             scope: Some(scope.to_string()),

@@ -126,7 +126,7 @@ pub async fn build(dest: &Client, def: &Definition, table: SourceTable) -> Resul
         .map(|r| r.get(0))
         .collect();
 
-    let (mut problems, warnings) = row_by_row_problems(dest).await?;
+    let (mut problems, warnings, tree) = row_by_row_problems(dest).await?;
     for (i, out) in outputs.iter().enumerate() {
         if out.name == "?column?" {
             problems.push(format!(
@@ -199,6 +199,13 @@ pub async fn build(dest: &Client, def: &Definition, table: SourceTable) -> Resul
                     && c.column_id() == Some(*position)
                     && c.name() == *name
             });
+    let not_portable = match table.columns.iter().any(|c| c.generated.is_some()) {
+        true => {
+            Some("the source table has generated columns, which the destination computes".into())
+        }
+        false if problems.is_empty() => super::portable::not_portable(dest, &tree).await?,
+        false => None,
+    };
     if !problems.is_empty() {
         return Err(Error::Problems(
             problems
@@ -244,6 +251,7 @@ pub async fn build(dest: &Client, def: &Definition, table: SourceTable) -> Resul
         hidden,
         referenced,
         identity,
+        not_portable,
         warnings: warnings
             .into_iter()
             .map(|w| format!("target {}: {w}", def.target))
@@ -256,8 +264,8 @@ pub async fn build(dest: &Client, def: &Definition, table: SourceTable) -> Resul
 /// set-returning functions, subqueries, other tables, grouping, ordering,
 /// limits or set operations; and, as warnings, the volatile functions it
 /// calls. Read from the view's stored query tree, which sees through any
-/// wrapping expression.
-async fn row_by_row_problems(dest: &Client) -> Result<(Vec<String>, Vec<String>)> {
+/// wrapping expression, which it also gives back.
+async fn row_by_row_problems(dest: &Client) -> Result<(Vec<String>, Vec<String>, String)> {
     let row = dest
         .query_one(
             "SELECT r.ev_action::text,
@@ -311,6 +319,12 @@ async fn row_by_row_problems(dest: &Client) -> Result<(Vec<String>, Vec<String>)
              without the source row changing; {rule}"
         ));
     }
+    if tree.contains(":varattno -") {
+        problems.push(format!(
+            "the transform reads a system column (ctid, xmin...), which belongs to where \
+             walfill holds the row, not to the source row; {rule}"
+        ));
+    }
     for clause in [
         "distinctClause",
         "sortClause",
@@ -360,7 +374,7 @@ async fn row_by_row_problems(dest: &Client) -> Result<(Vec<String>, Vec<String>)
             )
         })
         .collect();
-    Ok((problems, warnings))
+    Ok((problems, warnings, tree))
 }
 
 /// Creates the session's work table for `plan` (in a destination session

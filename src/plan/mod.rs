@@ -7,10 +7,14 @@
 //! written, tells walfill the output columns and their types, whether the key
 //! passes through unchanged, and which source columns the transform reads (so
 //! it knows which TOASTed values it must remember for updates that do not
-//! resend them).
+//! resend them), and whether the transform would give the same values on
+//! the source (`portable`), where a snapshot copy may then evaluate it
+//! (`projection`, and `crate::source::evaluate`).
 
 mod check;
 mod dead;
+mod portable;
+mod projection;
 mod refresh;
 mod sql;
 mod verify;
@@ -126,6 +130,10 @@ pub struct Plan {
     /// replicated source column in order, each a plain reference to
     /// itself (see [`Plan::is_identity`]).
     pub identity: bool,
+    /// Why the transform might not give the same values on the source as
+    /// in the destination, even on the same server version with the same
+    /// collations (see `portable`); `None` when it would.
+    pub not_portable: Option<String>,
 }
 
 impl Plan {

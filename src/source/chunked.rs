@@ -32,7 +32,9 @@ use tokio_postgres::{Client, IsolationLevel};
 use tokio_util::sync::CancellationToken;
 use walfill_core::sql::{quote_ident, quote_literal, quote_qualified};
 use walfill_core::Version;
-use walfill_snapshot::{ChunkRead, ChunkRows, CopyFormat, KeysetChunk, SnapshotError, SourceTable};
+use walfill_snapshot::{
+    ChunkRead, ChunkRows, CopyFormat, KeysetChunk, Projection, SnapshotError, SourceTable,
+};
 
 use super::copy::{copy_table, hidden_columns, Pace};
 use crate::apply::{Batch, ChunkSnapshot, Cursor, HistorySource, Writes};
@@ -84,6 +86,8 @@ struct Started {
     rows: ChunkRows,
     after: Option<Vec<String>>,
     snapshot: ChunkSnapshot,
+    /// Whether the rows are the transform's, evaluated on the source.
+    projected: bool,
 }
 
 /// A chunked copy of the table after `after`, as batches.
@@ -103,6 +107,9 @@ impl ChunkedSource {
     /// source at `url`, after the key `after`, its rows travelling in
     /// `format`. With `with_hidden`, the plan's hidden columns are sent
     /// again after the row's own (a load straight into the version table).
+    /// With a `projection`, the source evaluates it over each chunk (see
+    /// [`crate::source::evaluate`]) until it fails once; chunks are then
+    /// read as the table's rows.
     #[allow(clippy::too_many_arguments)]
     pub fn open(
         url: PgUrl,
@@ -110,7 +117,7 @@ impl ChunkedSource {
         range: Option<KeyRange>,
         after: Option<Vec<String>>,
         pace: Pace,
-        (with_hidden, format): (bool, CopyFormat),
+        (with_hidden, format, projection): (bool, CopyFormat, Option<Projection>),
         progress: Progress,
         cancel: CancellationToken,
     ) -> ChunkedSource {
@@ -123,6 +130,7 @@ impl ChunkedSource {
             chunk_rows: pace.chunk_rows,
             with_hidden,
             format,
+            projection,
             client: None,
             until: None,
             range,
@@ -161,6 +169,7 @@ struct Reader {
     chunk_rows: u32,
     with_hidden: bool,
     format: CopyFormat,
+    projection: Option<Projection>,
     client: Option<Client>,
     /// The last key to copy (see the module's notes), once read; `Some(None)`
     /// when the table (or range) was empty.
@@ -305,32 +314,60 @@ impl Reader {
                 self.until = Some(last.map(|row| row.get(0)));
             }
             let until = self.until.clone().flatten();
+            let projected = self.projection.is_some();
+            if projected {
+                tx.batch_execute(super::evaluate::PIN_FUNCTIONS)
+                    .await
+                    .map_err(|e| Error::source_query("pinning the transform's functions", e))?;
+            }
             let reading = match &until {
                 Some(until) => {
-                    KeysetChunk::new(&table, after, self.chunk_rows)
+                    let started = KeysetChunk::new(&table, after, self.chunk_rows)
                         .until(Some(until))
                         .within(scope.as_deref())
                         .with_extra(&extra)
                         .in_format(self.format)
+                        .projected(self.projection.as_ref())
                         .start(&tx)
-                        .await?
+                        .await;
+                    match started {
+                        Err(e) if projected && !source_lost(&e) => {
+                            give_up_projection(&mut self.projection, &e);
+                            continue;
+                        }
+                        started => started?,
+                    }
                 }
                 None => None,
             };
             let read = match reading {
                 None => None,
                 Some(reading) => {
-                    let (sender, rows) = ChunkRows::channel(self.format);
+                    let format = if projected {
+                        CopyFormat::Binary
+                    } else {
+                        self.format
+                    };
+                    let (sender, rows) = ChunkRows::channel(format);
                     let started = Started {
                         rows,
                         after: after.map(<[String]>::to_vec),
                         snapshot,
+                        projected,
                     };
                     if chunks.send(Ok(started)).await.is_err() {
                         return Err(Error::Interrupted);
                     }
                     match reading.forward(&sender, None).await {
                         Ok(read) => Some(read),
+                        Err(e) if projected && !source_lost(&e) => {
+                            // What arrived of the chunk is rolled back, and
+                            // the chunk is read again, as the table's rows.
+                            give_up_projection(&mut self.projection, &e);
+                            let cut = SnapshotError::Cut(e.to_string());
+                            let _ = sender.send(Err(cut)).await;
+                            continue;
+                        }
                         Err(e) if source_lost(&e) => {
                             let cut = SnapshotError::Cut(e.to_string());
                             let _ = sender.send(Err(cut)).await;
@@ -359,6 +396,18 @@ impl Reader {
             return Ok(read);
         }
     }
+}
+
+/// Reads the rest of the copy as the table's rows, for the destination to
+/// transform: the source could not evaluate the transform over a chunk (a
+/// row it fails on becomes a dead letter there).
+pub(super) fn give_up_projection(projection: &mut Option<Projection>, e: &SnapshotError) {
+    tracing::warn!(
+        error = %e,
+        "the transform failed on the source; the rest of the copy evaluates it in the \
+         destination, where a row it fails on becomes a dead letter"
+    );
+    *projection = None;
 }
 
 /// The table's qualified name from `[schema, name]`, or the error saying
@@ -427,10 +476,12 @@ impl HistorySource for ChunkedSource {
             rows,
             after,
             snapshot,
+            projected,
         } = started?;
         Ok(Some(Batch {
             writes: Writes::Chunk {
                 rows,
+                projected,
                 version: Version {
                     commit_lsn: snapshot.lsn,
                     seq: 0,

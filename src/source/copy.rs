@@ -20,7 +20,9 @@ use tokio_postgres::{Client, IsolationLevel};
 use tokio_util::sync::CancellationToken;
 use walfill_core::sql::{quote_literal, quote_qualified};
 use walfill_core::{Lsn, Version};
-use walfill_snapshot::{ChunkRows, CopyFormat, KeysetChunk, SourceTable};
+use walfill_snapshot::{
+    ChunkRows, CopyFormat, KeysetChunk, Projection, SnapshotError, SourceTable,
+};
 
 use crate::apply::{Batch, Cursor, HistorySource, StreamDesc, Writes};
 use crate::base::BaseWriter;
@@ -51,6 +53,9 @@ pub struct Snapshot {
     pub with_hidden: bool,
     /// How the rows travel (text when a base snapshot is written).
     pub format: CopyFormat,
+    /// The transform for the source to evaluate over each chunk, if it
+    /// does (see [`crate::source::evaluate`]), until it fails once.
+    pub projection: Option<Projection>,
 }
 
 /// What the reader gives back: its session and the base snapshot writer
@@ -61,6 +66,7 @@ type Finished = (Client, Option<BaseWriter>);
 pub(super) struct Started {
     pub(super) rows: ChunkRows,
     pub(super) after: Option<Vec<String>>,
+    pub(super) projected: bool,
 }
 
 /// What the reader found once it held the snapshot and the lock.
@@ -81,6 +87,7 @@ pub struct CopySource {
     cancel: CancellationToken,
     /// The stream's description of the table as of the snapshot.
     pub stream_desc: StreamDesc,
+    projected: bool,
 }
 
 impl CopySource {
@@ -128,7 +135,10 @@ impl CopySource {
         } else {
             Vec::new()
         };
-        if table_tx.send((table, extra)).is_err() {
+        if table_tx
+            .send((table, extra, snapshot.projection.clone()))
+            .is_err()
+        {
             return Err(reader_failed(reader).await);
         }
         Ok(CopySource {
@@ -141,7 +151,14 @@ impl CopySource {
             rate: 0.0,
             cancel,
             stream_desc: opened.stream_desc,
+            projected: snapshot.projection.is_some(),
         })
+    }
+
+    /// Whether the source evaluates the transform over the chunks (until it
+    /// fails once).
+    pub fn projected(&self) -> bool {
+        self.projected
     }
 
     /// Waits for the reader to close the snapshot and gives back its
@@ -253,7 +270,7 @@ async fn read_chunks(
     format: CopyFormat,
     mut base: Option<BaseWriter>,
     opened: oneshot::Sender<Result<Opened>>,
-    table: oneshot::Receiver<(SourceTable, Vec<String>)>,
+    table: oneshot::Receiver<(SourceTable, Vec<String>, Option<Projection>)>,
     chunks: mpsc::Sender<Result<Started>>,
 ) -> Result<Finished> {
     let tx = client
@@ -310,27 +327,59 @@ async fn read_chunks(
     if failed {
         return Err(Error::Internal("the snapshot could not be opened".into()));
     }
-    let Ok((table, extra)) = table.await else {
+    let Ok((table, extra, mut projection)) = table.await else {
         return Err(Error::Internal("the copy was abandoned".into()));
     };
     let mut cursor = after;
     loop {
+        let projected = projection.is_some();
+        // A chunk the source fails to transform is read again as the
+        // table's rows, in the same snapshot: back to before it.
+        let savepoint = |what: &'static str| {
+            let tx = &tx;
+            async move {
+                match projected {
+                    true => tx
+                        .batch_execute(&format!("{what} SAVEPOINT walfill_chunk"))
+                        .await
+                        .map_err(|e| Error::source_query("marking a chunk's start", e)),
+                    false => Ok(()),
+                }
+            }
+        };
+        savepoint("").await?;
+        if projected {
+            tx.batch_execute(super::evaluate::PIN_FUNCTIONS)
+                .await
+                .map_err(|e| Error::source_query("pinning the transform's functions", e))?;
+        }
         let chunk = KeysetChunk::new(&table, cursor.as_deref(), chunk_rows)
             .within(scope.as_deref())
             .with_extra(&extra)
-            .in_format(format);
+            .in_format(format)
+            .projected(projection.as_ref());
         let reading = match chunk.start(&tx).await {
             Ok(Some(reading)) => reading,
             Ok(None) => break,
+            Err(e) if projected => {
+                super::chunked::give_up_projection(&mut projection, &e);
+                savepoint("ROLLBACK TO").await?;
+                continue;
+            }
             Err(e) => {
                 let _ = chunks.send(Err(e.into())).await;
                 return Err(Error::Internal("the copy failed".into()));
             }
         };
-        let (sender, rows) = ChunkRows::channel(format);
+        let (sender, rows) = ChunkRows::channel(if projected {
+            CopyFormat::Binary
+        } else {
+            format
+        });
         let announced = Started {
             rows,
             after: cursor.clone(),
+            projected,
         };
         if chunks.send(Ok(announced)).await.is_err() {
             return Err(Error::Internal("the copy was abandoned".into()));
@@ -344,12 +393,22 @@ async fn read_chunks(
             .await
         {
             Ok(read) => read,
+            Err(e) if projected => {
+                // What arrived of the chunk is rolled back, and the chunk
+                // is read again.
+                super::chunked::give_up_projection(&mut projection, &e);
+                let _ = sender.send(Err(SnapshotError::Cut(e.to_string()))).await;
+                drop(tap);
+                savepoint("ROLLBACK TO").await?;
+                continue;
+            }
             Err(e) => {
                 let _ = sender.send(Err(e)).await;
                 return Err(Error::Internal("the copy failed".into()));
             }
         };
         drop(tap);
+        savepoint("RELEASE").await?;
         if let Some(writer) = base.as_mut() {
             if let Err(e) = writer.flush_if_due().await {
                 tracing::warn!(error = %e.describe(), "giving up the base snapshot; the copy goes on");
@@ -376,10 +435,15 @@ impl HistorySource for CopySource {
         let Some(chunk) = self.chunks.recv().await else {
             return Ok(None);
         };
-        let Started { rows, after } = chunk?;
+        let Started {
+            rows,
+            after,
+            projected,
+        } = chunk?;
         Ok(Some(Batch {
             writes: Writes::Chunk {
                 rows,
+                projected,
                 version: self.version,
                 snapshot: None,
                 after,

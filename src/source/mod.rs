@@ -5,10 +5,12 @@
 //! - [`chunked`]: the same chunks, each read in a snapshot of its own;
 //! - [`replay`]: archived WAL (after a base snapshot's rows, when it starts
 //!   from one), decoded outside the server;
-//! - [`live`]: the version's logical slot, which never ends.
+//! - [`live`]: the version's logical slot, which never ends;
+//! - [`evaluate`]: whether a copy's transform runs on the source.
 
 pub mod chunked;
 pub mod copy;
+pub mod evaluate;
 pub mod live;
 pub mod replay;
 

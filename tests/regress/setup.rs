@@ -170,8 +170,9 @@ fn r05_backfill_refuses_a_publication_changed_after_setup() {
 /// `setup`, naming what is wrong: window functions (also wrapped, and
 /// through a named WINDOW in the filter), aggregates (also through a GROUP
 /// BY in the filter), set-returning functions (also wrapped), subqueries
-/// reading the table (in the select list or the filter). A volatile
-/// function passes with a warning.
+/// reading the table (in the select list or the filter), system columns
+/// (the work table's own, not the source row's). A volatile function
+/// passes with a warning.
 #[test]
 fn r15_setup_refuses_transforms_that_are_not_row_by_row() {
     let db = TestDb::new("r15");
@@ -179,7 +180,7 @@ fn r15_setup_refuses_transforms_that_are_not_row_by_row() {
         "CREATE TABLE t (id int PRIMARY KEY, n int, v text);
          INSERT INTO t SELECT g, g, 'v' || g FROM generate_series(1, 10) g;",
     );
-    let cases: [(&str, Option<&str>, &str); 9] = [
+    let cases: [(&str, Option<&str>, &str); 11] = [
         ("id, count(*) over () AS n", None, "window"),
         ("id, coalesce(sum(n) over (), 0) AS s", None, "window"),
         // A filter is one condition: clauses appended to it are refused.
@@ -202,6 +203,8 @@ fn r15_setup_refuses_transforms_that_are_not_row_by_row() {
         ),
         ("id, (SELECT count(*) FROM t) AS n", None, "subquer"),
         ("id, v", Some("n > (SELECT avg(n) FROM t)"), "subquer"),
+        ("id, ctid AS c", None, "system column"),
+        ("id, v", Some("xmin::text <> ''"), "system column"),
     ];
     let mut problems = Vec::new();
     let mut refused = Vec::new();

@@ -60,6 +60,7 @@ fn plan() -> Plan {
         referenced: vec!["id".into(), "body".into(), "n".into()],
         warnings: Vec::new(),
         identity: false,
+        not_portable: None,
     }
 }
 

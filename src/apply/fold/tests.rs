@@ -55,6 +55,7 @@ fn plan() -> Plan {
         referenced: vec!["id".into(), "body".into()],
         warnings: Vec::new(),
         identity: false,
+        not_portable: None,
     }
 }
 
