@@ -106,7 +106,7 @@ pub(crate) fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
         None => "walfill".to_string(),
     };
     let backfill = BackfillSettings {
-        chunk_rows: v.positive("backfill.chunk_rows", b.chunk_rows, 10_000)?,
+        chunk_rows: v.positive("backfill.chunk_rows", b.chunk_rows, 50_000)?,
         apply_batch_changes: v.positive(
             "backfill.apply_batch_changes",
             b.apply_batch_changes,
@@ -543,7 +543,7 @@ schema = "derived"
     fn reads_a_good_file() {
         let config = parse_text(GOOD).unwrap();
         assert_eq!(config.destination, config.source);
-        assert_eq!(config.backfill.chunk_rows, 10_000);
+        assert_eq!(config.backfill.chunk_rows, 50_000);
         let t = config.target("orders_summary").unwrap();
         assert_eq!(t.source.to_string(), "public.orders");
         assert_eq!(t.filter.as_deref(), Some("status <> 'test'"));
