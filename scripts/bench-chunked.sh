@@ -3,7 +3,7 @@
 # (a short transaction per chunk) next to the exported-snapshot copy (one
 # transaction for the whole copy) and a plain COPY pipe, in one run.
 #
-#   scripts/bench-chunked.sh [ROWS] [CHUNK_ROWS] [WORKERS]   (default 1000000 10000 2)
+#   scripts/bench-chunked.sh [ROWS] [CHUNK_ROWS] [WORKERS]   (default 1000000 50000 2)
 #
 # While each copy runs, pgbench updates random rows (one small transaction
 # at a time) and the oldest open transaction of every client backend on the
@@ -19,7 +19,7 @@
 cd "$WALFILL_ROOT"
 
 ROWS="${1:-1000000}"
-CHUNK_ROWS="${2:-10000}"
+CHUNK_ROWS="${2:-50000}"
 WORKERS="${3:-2}"
 DB=walfill_bench_chunked
 DEST=walfill_bench_chunked_dest
