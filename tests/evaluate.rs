@@ -253,17 +253,7 @@ fn another_collation_on_the_source_keeps_the_transform_in_the_destination() {
         upper(&dest),
         "the two databases classify alike"
     );
-    let walfill = Walfill::with_text(&format!(
-        "[source]\nurl = \"{}\"\n[destination]\nurl = \"{}\"\n\n\
-         [[target]]\nname = \"words_up\"\nsource = \"public.words\"\n\
-         select = \"id, upper(word) AS word\"\nversion = \"v1\"\n",
-        src.url(),
-        dest.url()
-    ));
-    walfill.ok(&["setup"]);
-    let out = walfill.run(&["backfill", "words_up"]);
-    let log = String::from_utf8_lossy(&out.stderr).into_owned();
-    assert!(out.status.success(), "{log}");
+    let log = backfill_words_up(&src, &dest);
     assert!(
         log.contains("the servers differ") && log.contains("through the transform"),
         "{log}"
@@ -295,6 +285,22 @@ fn a_shadowing_function_on_the_source_is_not_what_the_source_evaluates() {
         Some("shadow"),
         "the source's own sessions call the shadowing function"
     );
+    let log = backfill_words_up(&src, &dest);
+    assert!(
+        log.contains("transformed on the source and copied straight in"),
+        "{log}"
+    );
+    assert_eq!(
+        dest.value("SELECT count(*) FROM public.words_up WHERE word = 'WORD ' || id")
+            .as_deref(),
+        Some("2000"),
+        "every row holds the built-in upper()"
+    );
+}
+
+/// Sets up and backfills `upper()` of `public.words` from `src` into
+/// `dest`; returns walfill's log.
+fn backfill_words_up(src: &TestDb, dest: &TestDb) -> String {
     let walfill = Walfill::with_text(&format!(
         "[source]\nurl = \"{}\"\n[destination]\nurl = \"{}\"\n\n\
          [[target]]\nname = \"words_up\"\nsource = \"public.words\"\n\
@@ -306,14 +312,5 @@ fn a_shadowing_function_on_the_source_is_not_what_the_source_evaluates() {
     let out = walfill.run(&["backfill", "words_up"]);
     let log = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(out.status.success(), "{log}");
-    assert!(
-        log.contains("transformed on the source and copied straight in"),
-        "{log}"
-    );
-    assert_eq!(
-        dest.value("SELECT count(*) FROM public.words_up WHERE word = 'WORD ' || id")
-            .as_deref(),
-        Some("2000"),
-        "every row holds the built-in upper()"
-    );
+    log
 }

@@ -179,18 +179,28 @@ impl<'a> KeysetChunk<'a> {
             }
         }
         let key = ident_list(self.table.key.iter().map(String::as_str));
-        let mut sql = format!("SELECT {columns} FROM {}", self.table.quoted());
+        let sql = format!(
+            "SELECT {columns} FROM {}{} ORDER BY {key} LIMIT {}",
+            self.table.quoted(),
+            self.where_clause(),
+            self.limit
+        );
+        format!("COPY ({sql}) TO STDOUT{}", self.format.option())
+    }
+
+    /// ` WHERE ...` of the chunk's bounds (after the cursor, up to `until`,
+    /// within the scope), or nothing when it has none.
+    fn where_clause(&self) -> String {
         let conditions: Vec<String> = self
             .after_predicate()
             .into_iter()
             .chain(self.until.map(|until| self.key_predicate("<=", until)))
             .chain(self.scope.map(|scope| format!("({scope})")))
             .collect();
-        if !conditions.is_empty() {
-            sql.push_str(&format!(" WHERE {}", conditions.join(" AND ")));
+        match conditions.is_empty() {
+            true => String::new(),
+            false => format!(" WHERE {}", conditions.join(" AND ")),
         }
-        sql.push_str(&format!(" ORDER BY {key} LIMIT {}", self.limit));
-        format!("COPY ({sql}) TO STDOUT{}", self.format.option())
     }
 
     /// [`KeysetChunk::copy_out_sql`] of a projected chunk: the chunk's rows
@@ -204,21 +214,12 @@ impl<'a> KeysetChunk<'a> {
             .zip(&projection.names)
             .map(|(c, name)| format!("{} AS {}", quote_ident(&c.name), quote_ident(name)))
             .collect();
-        let conditions: Vec<String> = self
-            .after_predicate()
-            .into_iter()
-            .chain(self.until.map(|until| self.key_predicate("<=", until)))
-            .chain(self.scope.map(|scope| format!("({scope})")))
-            .collect();
-        let filter = match conditions.is_empty() {
-            true => String::new(),
-            false => format!(" WHERE {}", conditions.join(" AND ")),
-        };
         let key = ident_list(self.table.key.iter().map(String::as_str));
         let inner = format!(
-            "SELECT {} FROM {}{filter} ORDER BY {key} LIMIT {}",
+            "SELECT {} FROM {}{} ORDER BY {key} LIMIT {}",
             renamed.join(", "),
             self.table.quoted(),
+            self.where_clause(),
             self.limit
         );
         let alias = quote_ident(&projection.alias);

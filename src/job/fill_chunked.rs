@@ -97,13 +97,8 @@ pub(super) async fn fill_chunked(
     let format =
         crate::source::copy_format(cx.config.backfill.copy_format, cx.source, dest, plan, false)
             .await?;
-    let projection = match loading && !direct {
-        true => {
-            let on = cx.config.backfill.transform_on;
-            crate::source::evaluate::projection(on, format, cx.source, dest, plan).await?
-        }
-        false => None,
-    };
+    let projection =
+        super::fill_copy::projection(cx, dest, plan, loading && !direct, format).await?;
     tracing::info!(
         table = %plan.staging_table(),
         mode = "chunked: a short transaction per chunk",

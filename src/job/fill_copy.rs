@@ -168,7 +168,7 @@ pub(super) async fn fill_copy(
 /// The transform for the source to evaluate over the copy's chunks, when
 /// the version is `loading` (nothing else writes it) and that gives the
 /// same values (see [`crate::source::evaluate`]).
-async fn projection(
+pub(super) async fn projection(
     cx: &Context<'_>,
     dest: &Client,
     plan: &Plan,

@@ -19,23 +19,11 @@ impl Plan {
     pub fn source_projection(&self) -> Projection {
         let alias = self.source.name.clone();
         let a = quote_ident(&alias);
-        let hidden: String = self
-            .hidden
-            .iter()
-            .map(|h| format!(", {a}.{}", quote_ident(&h.source)))
-            .collect();
+        let hidden = self.hidden_values(&a);
         let (select, join) = match self.passes() {
             None => (format!("{}{hidden}", self.def.select), String::new()),
             Some(passes) => {
-                let outputs = self
-                    .outputs
-                    .iter()
-                    .map(|o| match self.key.contains(&o.name) {
-                        true => format!("{a}.{}", quote_ident(&o.name)),
-                        false => format!("t.{}", quote_ident(&o.name)),
-                    })
-                    .collect::<Vec<_>>()
-                    .join(", ");
+                let outputs = self.outputs_from(&a, "t");
                 (
                     format!("{outputs}{hidden}, t.{RESERVED_PREFIX}live IS NULL"),
                     format!(

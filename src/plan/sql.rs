@@ -257,6 +257,19 @@ impl Plan {
         columns.join(", ")
     }
 
+    /// The output columns, in order, each a key column of the row aliased
+    /// `keys` or a column of the transform's row aliased `rest`.
+    pub(super) fn outputs_from(&self, keys: &str, rest: &str) -> String {
+        self.outputs
+            .iter()
+            .map(|o| match self.key.contains(&o.name) {
+                true => format!("{keys}.{}", quote_ident(&o.name)),
+                false => format!("{rest}.{}", quote_ident(&o.name)),
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
     pub(super) fn hidden_values(&self, alias: &str) -> String {
         self.hidden
             .iter()
@@ -336,15 +349,7 @@ impl Plan {
             true => String::new(),
             false => format!(" WHERE {}", lateral.join(" AND ")),
         };
-        let outputs = self
-            .outputs
-            .iter()
-            .map(|o| match self.key.contains(&o.name) {
-                true => format!("m.{}", quote_ident(&o.name)),
-                false => format!("t.{}", quote_ident(&o.name)),
-            })
-            .collect::<Vec<_>>()
-            .join(", ");
+        let outputs = self.outputs_from("m", "t");
         let hidden: String = self
             .hidden
             .iter()
