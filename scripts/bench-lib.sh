@@ -18,11 +18,21 @@ median() {
   sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print "nan"; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }
 
-# Runs a command; its whole-command seconds and peak RSS (KiB) go to file $1
-# as "seconds kib".
+# Checkpoints both clusters, so that a measured command starts with no
+# dirty buffers left by the one before it to write out meanwhile (with runs
+# alternating, a checkpoint would otherwise land in whichever run crossed
+# max_wal_size: one run's figure could be 50% off the next one's).
+settle() {
+  pg_psql -d postgres -q -c "CHECKPOINT" >/dev/null
+  dest_psql -d postgres -q -c "CHECKPOINT" >/dev/null
+}
+
+# Runs a command, after settle; its whole-command seconds and peak RSS (KiB)
+# go to file $1 as "seconds kib".
 timed() {
   local out="$1"
   shift
+  settle
   /usr/bin/time -f '%e %M' -o "$out" "$@"
 }
 
@@ -77,6 +87,7 @@ dest_temp_mib_since() {
 # binary. Prints "seconds wal_mib temp_mib".
 copy_pipe() {
   dest_psql -d "$3" -c "TRUNCATE $4" >/dev/null
+  settle
   local lsn temp start secs
   lsn=$(dest_wal_lsn)
   temp=$(dest_temp_bytes "$3")
