@@ -344,8 +344,10 @@ impl Store {
         // is stored with plain inserts: no row can conflict. A table being
         // loaded needs no look, and holds no deleted keys; a row its filter
         // rejects is still kept as a tombstone when the plan remembers
-        // source values beside the rows: a later update that leaves them
-        // unchanged takes them from there.
+        // source values beside the rows and one of them could be stored out
+        // of line: a later update that leaves it unchanged takes it from
+        // there. (The load is a replay's: each key's final row, older than
+        // anything the stream brings, so no tombstone is needed to win.)
         let stored = !self.loading
             && dest
                 .query_opt(sql.any_stored.as_str(), &[])
@@ -356,7 +358,8 @@ impl Store {
         let statements: &[&String] = match (stored, self.loading) {
             (true, _) => &[&sql.upsert, &sql.tombstone],
             (false, true) if !remembers => &[&sql.insert_fresh],
-            (false, _) => &[&sql.store_fresh],
+            (false, true) => &[&sql.load_fresh],
+            (false, false) => &[&sql.store_fresh],
         };
         let with_params: Vec<(&str, &[&(dyn tokio_postgres::types::ToSql + Sync)])> = statements
             .iter()

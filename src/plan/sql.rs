@@ -66,6 +66,11 @@ pub(super) const CONFLICT_NEWER: &str = "(s._walfill_lsn, s._walfill_seq) < \
      (EXCLUDED._walfill_lsn, EXCLUDED._walfill_seq) \
      OR (s._walfill_seq < 0 AND EXCLUDED._walfill_seq >= 0)";
 
+/// Bytes of data a text or bytea value may have and still never be
+/// compressed or stored out of line: with a 4-byte header it is 24 bytes,
+/// not larger than an aligned TOAST pointer.
+const SHORT_INLINE: usize = 20;
+
 /// The statements that apply one batch of folded changes from the work table.
 #[derive(Clone, Debug)]
 pub struct BatchSql {
@@ -86,6 +91,11 @@ pub struct BatchSql {
     /// [`Self::upsert`] and [`Self::tombstone`] for such a batch, in one
     /// pass over the work table: every change stored as a row or a tombstone.
     pub store_fresh: String,
+    /// [`Self::store_fresh`] for a table being loaded from a replay's
+    /// final rows: a row the filter rejects is kept as a tombstone only
+    /// when one of its remembered values could be stored out of line (see
+    /// [`Plan::may_be_toasted`]); nothing else reads it.
+    pub load_fresh: String,
 }
 
 impl Plan {
@@ -550,6 +560,14 @@ impl Plan {
             "m._walfill_lsn, m._walfill_seq",
             watermark,
         );
+        let load_fresh = self.store_once(
+            Some("m._walfill_op = 'u'"),
+            "m._walfill_lsn, m._walfill_seq",
+            &format!(
+                "{watermark} AND (t.{RESERVED_PREFIX}live OR {})",
+                self.may_be_toasted("m")
+            ),
+        );
         let any_stored = format!(
             "SELECT 1 FROM {work} AS w WHERE (SELECT 1 FROM {table} AS x WHERE ({x}) = ({w})) IS NOT NULL LIMIT 1",
             x = self.keys_of("x"),
@@ -563,6 +581,41 @@ impl Plan {
             any_stored,
             insert_fresh,
             store_fresh,
+            load_fresh,
+        }
+    }
+
+    /// True (never false: null instead) for a row aliased `alias` one of
+    /// whose hidden values could be stored out of line by the source, and
+    /// so arrive later as an unchanged TOASTed value. PostgreSQL compresses
+    /// or moves out of line only a value larger than a TOAST pointer
+    /// aligned (`MAXALIGN(TOAST_POINTER_SIZE)`, 24 bytes, header included):
+    /// a text or bytea value of at most 20 bytes never is, whatever the
+    /// table's storage settings, even counting a 4-byte header (stored
+    /// values have 1-byte ones; `toast::values_of_twenty_bytes_are_never_
+    /// stored_out_of_line` shows the server's floor). `octet_length` is the
+    /// raw length, so a value compressed in line counts as it was. Values
+    /// of other types count if not null.
+    fn may_be_toasted(&self, alias: &str) -> String {
+        const TEXT_LIKE: [u32; 4] = [25, 1042, 1043, 17]; // text, bpchar, varchar, bytea
+        let tests: Vec<String> = self
+            .hidden
+            .iter()
+            .map(|h| {
+                let value = format!("{alias}.{}", quote_ident(&h.source));
+                let text_like = self
+                    .source
+                    .column(&h.source)
+                    .is_some_and(|c| TEXT_LIKE.contains(&c.type_oid));
+                match text_like {
+                    true => format!("octet_length({value}) > {SHORT_INLINE}"),
+                    false => format!("({value} IS NOT NULL OR NULL)"),
+                }
+            })
+            .collect();
+        match tests.is_empty() {
+            true => "NULL".to_string(),
+            false => tests.join(" OR "),
         }
     }
 
