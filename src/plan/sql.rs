@@ -585,17 +585,18 @@ impl Plan {
         }
     }
 
-    /// True (never false: null instead) for a row aliased `alias` one of
-    /// whose hidden values could be stored out of line by the source, and
-    /// so arrive later as an unchanged TOASTed value. PostgreSQL compresses
-    /// or moves out of line only a value larger than a TOAST pointer
-    /// aligned (`MAXALIGN(TOAST_POINTER_SIZE)`, 24 bytes, header included):
-    /// a text or bytea value of at most 20 bytes never is, whatever the
-    /// table's storage settings, even counting a 4-byte header (stored
-    /// values have 1-byte ones; `toast::values_of_twenty_bytes_are_never_
-    /// stored_out_of_line` shows the server's floor). `octet_length` is the
-    /// raw length, so a value compressed in line counts as it was. Values
-    /// of other types count if not null.
+    /// A condition true for a row aliased `alias` one of whose hidden
+    /// values could be stored out of line by the source, and so arrive
+    /// later as an unchanged TOASTed value. PostgreSQL compresses or moves
+    /// out of line only a value larger than an aligned TOAST pointer
+    /// (`MAXALIGN(TOAST_POINTER_SIZE)`, 24 bytes, header included): a text
+    /// or bytea value of at most 20 bytes never is, whatever the table's
+    /// storage settings, even counting a 4-byte header (stored values have
+    /// 1-byte ones; the test
+    /// `toast::values_of_twenty_bytes_are_never_stored_out_of_line` shows
+    /// the server's floor). `octet_length` is the raw length, so a value
+    /// compressed in line counts as it was. Values of other types count if
+    /// not null.
     fn may_be_toasted(&self, alias: &str) -> String {
         const TEXT_LIKE: [u32; 4] = [25, 1042, 1043, 17]; // text, bpchar, varchar, bytea
         let tests: Vec<String> = self
@@ -609,12 +610,12 @@ impl Plan {
                     .is_some_and(|c| TEXT_LIKE.contains(&c.type_oid));
                 match text_like {
                     true => format!("octet_length({value}) > {SHORT_INLINE}"),
-                    false => format!("({value} IS NOT NULL OR NULL)"),
+                    false => format!("{value} IS NOT NULL"),
                 }
             })
             .collect();
         match tests.is_empty() {
-            true => "NULL".to_string(),
+            true => "false".to_string(),
             false => tests.join(" OR "),
         }
     }
