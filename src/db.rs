@@ -30,28 +30,52 @@ impl Role {
     }
 }
 
-/// The settings every walfill session runs with, as `name=value` pairs.
+/// The settings every walfill session runs with, as `name=value` pairs:
+/// every setting a session may change that changes what a transform's SQL
+/// text means or what value it gives (so a transform means the same in
+/// every session, on the source and in the destination, whatever a
+/// database or role sets), and how values travel as text.
 ///
+/// - parsing: `transform_null_equals` (`x = NULL` is not `x IS NULL`),
+///   `array_nulls` (`NULL` in an array literal is a null),
+///   `standard_conforming_strings`, `backslash_quote`;
 /// - text I/O: `DateStyle`, `IntervalStyle`, `extra_float_digits`,
-///   `bytea_output`, `TimeZone`, `standard_conforming_strings`,
-///   `client_encoding`, `lc_monetary`, `xmloption`;
+///   `bytea_output`, `TimeZone`, `timezone_abbreviations`,
+///   `client_encoding`, `xmloption`, `xmlbinary`;
+/// - functions that read a setting: `lc_monetary`, `lc_numeric` and
+///   `lc_time` (`to_char`, `money`), `default_text_search_config`
+///   (`to_tsvector(text)`: a transform that wants a language names it),
+///   `quote_all_identifiers` (`quote_ident`);
 /// - name resolution: `search_path` at PostgreSQL's default, `"$user",
 ///   public`;
 /// - a dead client's statement is cut short within a second
 ///   (`client_connection_check_interval`), so it releases what it holds;
 /// - `jit` off: walfill's statements run once per chunk or batch over a few
 ///   thousand rows, and compiling them costs more than it saves.
+///
+/// The test `transform::every_setting_that_changes_a_value_is_pinned` lists
+/// the server's settings and fails on one that is neither here nor shown
+/// harmless.
 pub fn session_settings() -> Vec<(&'static str, &'static str)> {
     let mut settings = vec![
+        ("transform_null_equals", "off"),
+        ("array_nulls", "on"),
+        ("standard_conforming_strings", "on"),
+        ("backslash_quote", "safe_encoding"),
         ("DateStyle", "ISO,MDY"),
         ("IntervalStyle", "postgres"),
         ("extra_float_digits", "1"),
         ("bytea_output", "hex"),
         ("TimeZone", "UTC"),
-        ("standard_conforming_strings", "on"),
+        ("timezone_abbreviations", "Default"),
         ("client_encoding", "UTF8"),
-        ("lc_monetary", "C"),
         ("xmloption", "content"),
+        ("xmlbinary", "base64"),
+        ("lc_monetary", "C"),
+        ("lc_numeric", "C"),
+        ("lc_time", "C"),
+        ("default_text_search_config", "pg_catalog.simple"),
+        ("quote_all_identifiers", "off"),
         ("client_connection_check_interval", "1000"),
         ("jit", "off"),
     ];

@@ -3,17 +3,25 @@
 //! the source table on purpose.
 //!
 //! The keys up to the last one at the start are compared (keys added later
-//! are not). Each key range (`chunk_rows` keys) is read in its own short transaction
-//! on the source, with the WAL insert position taken in the same snapshot
-//! (`L`: every transaction the read sees committed before it). The rows go
-//! into the destination's work table, where the transform runs over them;
-//! once the version's stream has applied everything up to `L`, the count and
-//! an md5 of the transformed rows are compared with the version's rows of
-//! the same range. Keys the version holds at a version newer than `L` are
-//! left out of both sides (the read could not see those changes). A
-//! transaction can be committed in WAL before `L` yet not visible to the
-//! read (its commit is still being announced), so a range that differs is
-//! read again, up to three times, before it is reported.
+//! are not). Each key range (`chunk_rows` keys, in the source's key order)
+//! is read in its own short transaction on the source, with the WAL insert
+//! position taken in the same snapshot (`L`: every transaction the read
+//! sees committed before it). The rows go into the destination's work
+//! table, where the transform runs over them; once the version's stream has
+//! applied everything up to `L`, the count and an md5 of the transformed
+//! rows are compared with the version's rows of the same keys (by key: the
+//! destination may order keys otherwise than the source). Rows on which the
+//! transform fails are left out of the expected side, so their keys must be
+//! absent from the version, as its dead letters are. Keys the version holds
+//! at a version newer than `L` are left out of both sides (the read could
+//! not see those changes). A transaction can be committed in WAL before `L`
+//! yet not visible to the read (its commit is still being announced), so a
+//! range that differs is read again, up to three times, before it is
+//! reported.
+//!
+//! Then the version's own keys are probed on the source: a live row whose
+//! key the source does not have (above its last key, below its first, or
+//! between two) is a difference too.
 
 use std::time::{Duration, Instant};
 
@@ -43,6 +51,11 @@ pub struct Verified {
     pub rows: u64,
     /// Ranges that differ, described.
     pub differences: Vec<String>,
+    /// Keys of the source rows the transform fails on (absent from the
+    /// version, as its dead letters are).
+    pub failing: Vec<Vec<String>>,
+    /// How many of those the version has no dead letter for.
+    pub unrecorded: u64,
 }
 
 /// Verifies `version` (default: the active one) of `target`; says what it
@@ -65,6 +78,27 @@ pub async fn verify(
             found.rows,
             found.ranges
         )?;
+        if !found.failing.is_empty() {
+            let shown: Vec<String> = found.failing.iter().take(10).map(|k| k.join(",")).collect();
+            crate::say!(
+                "the transform fails on {} source row(s) (keys {}{}), absent from the version \
+                 as they should be; {} of them have no dead letter{}",
+                found.failing.len(),
+                shown.join("; "),
+                if found.failing.len() > shown.len() {
+                    "; ..."
+                } else {
+                    ""
+                },
+                found.unrecorded,
+                if found.unrecorded > 0 {
+                    " (rows that failed after the version stored them, or a version built \
+                     before dead letters were kept)"
+                } else {
+                    ""
+                }
+            )?;
+        }
         return Ok(());
     }
     Err(Error::Problems(
@@ -113,17 +147,20 @@ pub async fn verify_version(
         })?;
     let chunk = config.backfill.chunk_rows;
     // The key space as it is now: keys added while verify runs (an
-    // increasing key under inserts) would keep it going for ever.
+    // increasing key under inserts) would keep it going for ever. Read
+    // with the WAL position in the same snapshot: a key the version holds
+    // from before it must be one the source has.
     let text_keys = plan
         .key
         .iter()
         .map(|k| format!("{}::text", walfill_core::sql::quote_ident(k)))
         .collect::<Vec<_>>()
         .join(", ");
-    let end: Option<Vec<String>> = source
-        .query_opt(
+    let (end, start): (Option<Vec<String>>, String) = source
+        .query_one(
             &format!(
-                "SELECT ARRAY[{text_keys}] FROM {source_table} ORDER BY {} DESC LIMIT 1",
+                "SELECT (SELECT ARRAY[{text_keys}] FROM {source_table} ORDER BY {} DESC LIMIT 1),
+                        pg_current_wal_insert_lsn()::text",
                 plan.key
                     .iter()
                     .map(|k| walfill_core::sql::quote_ident(k))
@@ -133,33 +170,18 @@ pub async fn verify_version(
             &[],
         )
         .await
-        .map_err(|e| Error::source_query("finding the last key to verify", e))?
-        .map(|r| r.get(0));
-    let Some(end) = end else {
-        // An empty source: the version must be empty too.
-        let live: i64 = dest
-            .query_one(
-                &format!(
-                    "SELECT count(*) FROM {} WHERE NOT _walfill_deleted",
-                    v.staging_table()
-                ),
-                &[],
-            )
-            .await
-            .map_err(|e| Error::destination("counting the version's rows", e))?
-            .get(0);
-        let mut found = Verified::default();
-        if live > 0 {
-            found.differences.push(format!(
-                "the source is empty and the version has {live} rows"
-            ));
-        }
-        return Ok(found);
-    };
+        .map(|r| (r.get(0), r.get(1)))
+        .map_err(|e| Error::source_query("finding the last key to verify", e))?;
+    let start: Lsn = start.parse().map_err(|_| {
+        Error::Internal(format!("the source's WAL position {start} does not parse"))
+    })?;
+    dest.batch_execute(&plan.verify_failing_function_sql())
+        .await
+        .map_err(|e| Error::destination("preparing the comparison", e))?;
     let mut found = Verified::default();
     let mut after: Option<Vec<String>> = None;
     let started = Instant::now();
-    loop {
+    while let Some(end) = &end {
         if cancel.is_cancelled() {
             return Err(Error::Interrupted);
         }
@@ -171,37 +193,21 @@ pub async fn verify_version(
                 &plan,
                 &source_table,
                 after.as_deref(),
-                &end,
+                end,
                 chunk,
                 cancel,
             )
             .await?;
             let Some((last, lsn, rows)) = range else {
-                return Ok(found);
+                break;
             };
-            let mut condition = plan.keys_compare("<=", &last);
-            if let Some(a) = &after {
-                condition = format!("{} AND {condition}", plan.keys_after(a));
-            }
-            let (expected_sql, actual_sql) = plan.verify_sql(&condition);
-            let lsn_text = lsn.to_string();
-            let compare = |sql: String| {
-                let lsn_text = lsn_text.clone();
-                async move {
-                    dest.query_one(sql.as_str(), &[&lsn_text])
-                        .await
-                        .map(|r| (r.get::<_, i64>(0), r.get::<_, String>(1)))
-                        .map_err(|e| Error::destination("comparing a range", e))
-                }
-            };
-            let expected = compare(expected_sql).await?;
-            let actual = compare(actual_sql).await?;
+            let compared = compare_range(dest, &plan, lsn).await;
             // The work table empties at commit.
-            dest.batch_execute("COMMIT")
-                .await
-                .map_err(|e| Error::destination("comparing a range", e))?;
+            let committed = dest.batch_execute("COMMIT").await;
+            let (expected, actual, failing) = compared?;
+            committed.map_err(|e| Error::destination("comparing a range", e))?;
             if expected == actual {
-                verdict = Some((last, rows, None));
+                verdict = Some((last, rows, failing, None));
                 break;
             }
             tracing::debug!(read, ?after, "a range differs; reading it again");
@@ -214,14 +220,15 @@ pub async fn verify_version(
                     expected.0,
                     actual.0
                 );
-                verdict = Some((last, rows, Some(text)));
+                verdict = Some((last, rows, failing, Some(text)));
             }
         }
-        let Some((last, rows, difference)) = verdict else {
-            return Ok(found);
+        let Some((last, rows, failing, difference)) = verdict else {
+            break;
         };
         found.ranges += 1;
         found.rows += rows;
+        found.failing.extend(failing);
         if let Some(d) = difference {
             tracing::error!(difference = %d, "a range differs");
             found.differences.push(d);
@@ -234,6 +241,190 @@ pub async fn verify_version(
             }
         }
     }
+    let strays = strays(&source, dest, &plan, &source_table, start, chunk, cancel).await?;
+    if !strays.is_empty() {
+        let shown: Vec<String> = strays.iter().take(10).map(|k| k.join(",")).collect();
+        found.differences.push(format!(
+            "the version holds {} live row(s) whose keys the source does not have (keys {}{})",
+            strays.len(),
+            shown.join("; "),
+            if strays.len() > shown.len() {
+                "; ..."
+            } else {
+                ""
+            }
+        ));
+    }
+    if !found.failing.is_empty() {
+        let recorded: i64 = dest
+            .query_one(
+                "SELECT count(*) FROM walfill.dead_letters
+                  WHERE target = $1 AND version = $2 AND key = ANY(
+                        SELECT ARRAY(SELECT jsonb_array_elements_text(k))
+                          FROM jsonb_array_elements($3::jsonb) AS k)",
+                &[
+                    &plan.def.target,
+                    &plan.def.version,
+                    &serde_json::json!(found.failing),
+                ],
+            )
+            .await
+            .map_err(|e| Error::destination("reading the dead letters", e))?
+            .get(0);
+        found.unrecorded = found.failing.len() as u64 - recorded.max(0) as u64;
+    }
+    Ok(found)
+}
+
+/// Compares the work table's rows (read at `lsn`) with the version's rows
+/// of the same keys: `(expected, actual, failing)`, the last the keys of the
+/// rows the transform fails on. Runs in the caller's destination
+/// transaction, which it leaves usable.
+async fn compare_range(
+    dest: &Client,
+    plan: &Plan,
+    lsn: Lsn,
+) -> Result<((i64, String), (i64, String), Vec<Vec<String>>)> {
+    let (expected_sql, actual_sql) = plan.verify_sql();
+    let lsn_text = lsn.to_string();
+    let failed = |e| Error::destination("comparing a range", e);
+    let count = |row: tokio_postgres::Row| (row.get::<_, i64>(0), row.get::<_, String>(1));
+    dest.batch_execute("SAVEPOINT walfill_verify")
+        .await
+        .map_err(failed)?;
+    let mut failing = Vec::new();
+    let expected = match dest.query_one(expected_sql.as_str(), &[&lsn_text]).await {
+        Ok(row) => count(row),
+        Err(e) if crate::apply::is_data_error(&e) => {
+            // Some rows fail: find them (each alone), leave them out, and
+            // compare the rest; their keys must be absent from the version.
+            dest.batch_execute("ROLLBACK TO SAVEPOINT walfill_verify")
+                .await
+                .map_err(failed)?;
+            failing = dest
+                .query(plan.verify_mark_failing_sql().as_str(), &[])
+                .await
+                .map_err(failed)?
+                .iter()
+                .map(|r| r.get::<_, Vec<String>>(0))
+                .collect();
+            if failing.is_empty() {
+                return Err(failed(e));
+            }
+            count(
+                dest.query_one(expected_sql.as_str(), &[&lsn_text])
+                    .await
+                    .map_err(failed)?,
+            )
+        }
+        Err(e) => return Err(failed(e)),
+    };
+    let actual = count(
+        dest.query_one(actual_sql.as_str(), &[&lsn_text])
+            .await
+            .map_err(failed)?,
+    );
+    Ok((expected, actual, failing))
+}
+
+/// The keys of the version's live rows, stored at or before `start` (when
+/// the source's last key was read), that the source does not hold: every
+/// such key was in the source at `start` or arrived at the version by a
+/// change the source made, which a later delete would have made a
+/// tombstone. Read in the version's own key order and probed on the source
+/// a batch at a time; the keys found are checked again once the version
+/// has applied everything the probes saw.
+async fn strays(
+    source: &Client,
+    dest: &Client,
+    plan: &Plan,
+    source_table: &str,
+    start: Lsn,
+    chunk: u32,
+    cancel: &CancellationToken,
+) -> Result<Vec<Vec<String>>> {
+    const KEPT: usize = 100_000;
+    let start_text = start.to_string();
+    let (live, missing) = (
+        plan.live_keys_sql(None),
+        plan.missing_keys_sql(source_table),
+    );
+    let mut after: Option<Vec<String>> = None;
+    let mut candidates: Vec<Vec<String>> = Vec::new();
+    loop {
+        if cancel.is_cancelled() {
+            return Err(Error::Interrupted);
+        }
+        let sql = match &after {
+            Some(a) => plan.live_keys_sql(Some(a)),
+            None => live.clone(),
+        };
+        let keys: Vec<Vec<String>> = dest
+            .query(sql.as_str(), &[&start_text, &i64::from(chunk)])
+            .await
+            .map_err(|e| Error::destination("reading the version's keys", e))?
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        let Some(last) = keys.last().cloned() else {
+            break;
+        };
+        let columns = by_column(&keys, plan.key.len());
+        let params: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = columns
+            .iter()
+            .map(|c| c as &(dyn tokio_postgres::types::ToSql + Sync))
+            .collect();
+        let absent = source
+            .query(missing.as_str(), &params)
+            .await
+            .map_err(|e| Error::source_query("probing the source for the version's keys", e))?;
+        candidates.extend(absent.iter().map(|r| r.get::<_, Vec<String>>(0)));
+        candidates.truncate(KEPT);
+        after = Some(last);
+    }
+    if candidates.is_empty() {
+        return Ok(candidates);
+    }
+    // A delete the probes saw may not have reached the version yet.
+    source
+        .execute(
+            "SELECT pg_logical_emit_message(true, 'walfill.verify', '')",
+            &[],
+        )
+        .await
+        .map_err(|e| Error::source_query("marking the source's position", e))?;
+    let now = crate::job::current_wal_lsn(source).await?;
+    VersionState::wait_applied(
+        dest,
+        &plan.def.target,
+        &plan.def.version,
+        now,
+        STREAM_WAIT,
+        "verify",
+        cancel,
+    )
+    .await?;
+    let columns = by_column(&candidates, plan.key.len());
+    let mut params: Vec<&(dyn tokio_postgres::types::ToSql + Sync)> = vec![&start_text];
+    params.extend(
+        columns
+            .iter()
+            .map(|c| c as &(dyn tokio_postgres::types::ToSql + Sync)),
+    );
+    Ok(dest
+        .query(plan.still_live_sql().as_str(), &params)
+        .await
+        .map_err(|e| Error::destination("checking the version's stray keys", e))?
+        .iter()
+        .map(|r| r.get(0))
+        .collect())
+}
+
+/// Keys (each a row of text values) as one array per key column.
+fn by_column(keys: &[Vec<String>], width: usize) -> Vec<Vec<String>> {
+    (0..width)
+        .map(|i| keys.iter().map(|k| k[i].clone()).collect())
+        .collect()
 }
 
 /// Reads the range of `chunk` keys after `after` (up to `end`) in one short

@@ -232,8 +232,11 @@ fn transforms_that_might_differ_on_the_source_run_in_the_destination() {
 }
 
 /// A source database whose character classification differs from the
-/// destination's: `upper('é')` differs between them, so the transform runs
-/// in the destination, and the version holds the destination's value.
+/// destination's: `upper('é')` differs between them. The servers' defaults
+/// differ, so the transform runs in the destination, over a work table
+/// whose column carries the destination's collation that matches the
+/// source's default: the version holds the source's `upper()`, the meaning
+/// of the transform on the source table.
 #[test]
 fn another_collation_on_the_source_keeps_the_transform_in_the_destination() {
     let name = format!("wf_eval_utf8_{}", std::process::id());
@@ -260,8 +263,8 @@ fn another_collation_on_the_source_keeps_the_transform_in_the_destination() {
     );
     assert_eq!(
         dest.value("SELECT word FROM public.words_up WHERE id = 1"),
-        Some(upper(&dest)),
-        "the version holds the destination's upper()"
+        Some(upper(&src)),
+        "the version holds the source's upper()"
     );
 }
 

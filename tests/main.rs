@@ -27,3 +27,5 @@ mod snapshot;
 mod swap;
 mod toast;
 mod torture;
+mod transform;
+mod verify;

@@ -438,6 +438,7 @@ mod tests {
             len: -1,
             storage: 'x',
             generated: None,
+            collation: None,
         };
         SourceTable {
             schema: "public".into(),

@@ -24,6 +24,56 @@ pub struct TableColumn {
     /// The expression of a stored generated column (not replicated by
     /// PostgreSQL 15's logical decoding, so walfill recomputes it).
     pub generated: Option<String>,
+    /// The column's collation as the source defines it, for a collatable
+    /// type (`None` otherwise, and for a description recorded before
+    /// walfill read collations).
+    #[serde(default)]
+    pub collation: Option<SourceCollation>,
+}
+
+/// A source column's collation: what it is on the source, so that the
+/// destination can evaluate a transform under the same one.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SourceCollation {
+    /// Its name on the source (`C`, `de-x-icu`...), or `None` where the
+    /// column uses the database's default collation, which has no name.
+    pub name: Option<String>,
+    /// `c` (libc), `i` (ICU) or `b` (PostgreSQL's builtin provider).
+    pub provider: String,
+    /// `LC_COLLATE` of a libc collation.
+    pub collate: String,
+    /// `LC_CTYPE` of a libc collation.
+    pub ctype: String,
+    /// The locale of an ICU or builtin collation.
+    pub locale: String,
+    /// ICU tailoring rules (PostgreSQL 16 and later), empty if none.
+    pub rules: String,
+    /// Whether strings that differ in bytes always compare unequal.
+    pub deterministic: bool,
+    /// The collation library's version of it, as the server reads it now
+    /// (empty where none applies, as for `C`).
+    pub version: String,
+}
+
+impl std::fmt::Display for SourceCollation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.name {
+            Some(name) => write!(f, "collation \"{name}\"")?,
+            None => f.write_str("the source database's default collation")?,
+        }
+        match self.provider.as_str() {
+            "c" => write!(f, " (libc {}", self.collate)?,
+            "i" => write!(f, " (ICU {}", self.locale)?,
+            other => write!(f, " (provider {other}, {}", self.locale)?,
+        }
+        if !self.rules.is_empty() {
+            write!(f, " with rules {:?}", self.rules)?;
+        }
+        if !self.version.is_empty() {
+            write!(f, ", version {}", self.version)?;
+        }
+        f.write_str(")")
+    }
 }
 
 impl TableColumn {
@@ -36,6 +86,36 @@ impl TableColumn {
         self.len == -1
     }
 }
+
+/// The collation of each collatable column of table `$1`: its own, or the
+/// database's default (which has no name) described from `pg_database`.
+/// Read through `to_jsonb` so one statement serves every major version
+/// (the ICU locale is `colliculocale` in PostgreSQL 15 and 16, `colllocale`
+/// from 17; rules arrive in 16).
+const COLLATIONS: &str = "
+    SELECT a.attnum,
+           CASE WHEN a.attcollation <> 100 THEN c.collname::text END,
+           CASE WHEN a.attcollation = 100 THEN db.d->>'datlocprovider'
+                ELSE x.j->>'collprovider' END,
+           coalesce(CASE WHEN a.attcollation = 100 THEN db.d->>'datcollate'
+                         ELSE x.j->>'collcollate' END, ''),
+           coalesce(CASE WHEN a.attcollation = 100 THEN db.d->>'datctype'
+                         ELSE x.j->>'collctype' END, ''),
+           coalesce(CASE WHEN a.attcollation = 100
+                         THEN coalesce(db.d->>'datlocale', db.d->>'daticulocale')
+                         ELSE coalesce(x.j->>'colllocale', x.j->>'colliculocale') END, ''),
+           coalesce(CASE WHEN a.attcollation = 100 THEN db.d->>'daticurules'
+                         ELSE x.j->>'collicurules' END, ''),
+           c.collisdeterministic,
+           coalesce(CASE WHEN a.attcollation = 100
+                         THEN pg_database_collation_actual_version(db.oid)
+                         ELSE pg_collation_actual_version(c.oid) END, '')
+      FROM pg_attribute a
+      JOIN pg_collation c ON c.oid = a.attcollation
+      CROSS JOIN LATERAL (SELECT to_jsonb(c) AS j) AS x
+      CROSS JOIN (SELECT oid, to_jsonb(pg_database) AS d FROM pg_database
+                   WHERE datname = current_database()) AS db
+     WHERE a.attrelid = $1 AND a.attnum > 0 AND NOT a.attisdropped AND a.attcollation <> 0";
 
 /// `pg_class.relreplident`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -186,8 +266,29 @@ impl SourceTable {
                 len: r.get(4),
                 storage: r.get::<_, String>(5).chars().next().unwrap_or('p'),
                 generated: r.get(6),
+                collation: None,
             })
-            .collect();
+            .collect::<Vec<_>>();
+        let mut columns = columns;
+        for r in client
+            .query(COLLATIONS, &[&oid])
+            .await
+            .map_err(|e| SnapshotError::query("reading the source columns' collations", e))?
+        {
+            let attnum: i16 = r.get(0);
+            if let Some(column) = columns.iter_mut().find(|c| c.attnum == attnum) {
+                column.collation = Some(SourceCollation {
+                    name: r.get(1),
+                    provider: r.get(2),
+                    collate: r.get(3),
+                    ctype: r.get(4),
+                    locale: r.get(5),
+                    rules: r.get(6),
+                    deterministic: r.get(7),
+                    version: r.get(8),
+                });
+            }
+        }
 
         let indexes = client
             .query(

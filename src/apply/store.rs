@@ -218,15 +218,20 @@ impl Store {
         }
         // Nothing else writes the version's table while walfill holds the
         // version: if no stored key follows the chunk's start, no row of
-        // the chunk can conflict, and plain inserts are enough.
-        let predicate = after.map(|a| self.plan.keys_after(a));
+        // the chunk can conflict, and plain inserts are enough. (Where the
+        // destination orders the keys otherwise, the chunk's own keys are
+        // probed: its range in the source's order is no range here.)
+        let probe = match self.plan.key_order_agrees() {
+            true => {
+                let predicate = after.map(|a| self.plan.keys_after(a));
+                self.plan.stored_keys_sql(predicate.as_deref())
+            }
+            false => self.plan.work_keys_stored_sql(),
+        };
         let stored = !self.loading
             && (self.shared
                 || dest
-                    .query_opt(
-                        self.plan.stored_keys_sql(predicate.as_deref()).as_str(),
-                        &[],
-                    )
+                    .query_opt(probe.as_str(), &[])
                     .await
                     .map_err(|e| Error::destination("probing the version's table", e))?
                     .is_some());

@@ -5,6 +5,7 @@ use tokio_postgres::{Client, GenericClient};
 use walfill_core::sql::{describe_pg_error, quote_ident};
 use walfill_snapshot::{SnapshotError, SourceTable};
 
+use super::collation::Collations;
 use super::{Definition, HiddenColumn, OutputColumn, Plan, RESERVED_PREFIX, WORK_TABLE};
 use crate::error::{Error, Result};
 
@@ -41,8 +42,9 @@ pub async fn describe(source: &impl GenericClient, def: &Definition) -> Result<S
 /// table the apply uses afterwards stays, the rest is dropped.
 pub async fn build(dest: &Client, def: &Definition, table: SourceTable) -> Result<Plan> {
     let problem = |text: String| Error::Problems(vec![format!("target {}: {text}", def.target)]);
-    create_shaped(dest, SHAPE_TABLE, &table, false).await?;
-    create_shaped(dest, WORK_TABLE, &table, true).await?;
+    let collations = super::collation::resolve(dest, &table).await?;
+    create_shaped(dest, SHAPE_TABLE, &table, &collations, false).await?;
+    create_shaped(dest, WORK_TABLE, &table, &collations, true).await?;
 
     let alias = quote_ident(&table.name);
     let mut query = format!(
@@ -93,7 +95,10 @@ pub async fn build(dest: &Client, def: &Definition, table: SourceTable) -> Resul
 
     let outputs: Vec<OutputColumn> = dest
         .query(
-            "SELECT attname::text, format_type(atttypid, atttypmod) FROM pg_attribute
+            "SELECT attname::text, format_type(atttypid, atttypmod),
+                    CASE WHEN attcollation NOT IN (0, 100) THEN attcollation::regcollation::text
+                    END
+               FROM pg_attribute
               WHERE attrelid = $1::text::regclass AND attnum > 0 ORDER BY attnum",
             &[&format!("pg_temp.{CHECK_VIEW}")],
         )
@@ -103,6 +108,7 @@ pub async fn build(dest: &Client, def: &Definition, table: SourceTable) -> Resul
         .map(|r| OutputColumn {
             name: r.get(0),
             sql_type: r.get(1),
+            collation: r.get(2),
         })
         .collect();
     let referenced: Vec<String> = dest
@@ -127,6 +133,13 @@ pub async fn build(dest: &Client, def: &Definition, table: SourceTable) -> Resul
         .collect();
 
     let (mut problems, warnings, tree) = row_by_row_problems(dest).await?;
+    if problems.is_empty() {
+        if let Some(why) =
+            super::collation::sensitive_uses(dest, &tree, &collations, &referenced).await?
+        {
+            problems.push(why);
+        }
+    }
     for (i, out) in outputs.iter().enumerate() {
         if out.name == "?column?" {
             problems.push(format!(
@@ -203,7 +216,9 @@ pub async fn build(dest: &Client, def: &Definition, table: SourceTable) -> Resul
         true => {
             Some("the source table has generated columns, which the destination computes".into())
         }
-        false if problems.is_empty() => super::portable::not_portable(dest, &tree).await?,
+        false if problems.is_empty() => {
+            super::portable::not_portable(dest, &tree, &collations).await?
+        }
         false => None,
     };
     if !problems.is_empty() {
@@ -252,6 +267,7 @@ pub async fn build(dest: &Client, def: &Definition, table: SourceTable) -> Resul
         referenced,
         identity,
         not_portable,
+        collations,
         warnings: warnings
             .into_iter()
             .map(|w| format!("target {}: {w}", def.target))
@@ -380,27 +396,38 @@ async fn row_by_row_problems(dest: &Client) -> Result<(Vec<String>, Vec<String>,
 /// Creates the session's work table for `plan` (in a destination session
 /// other than the one the plan was built in).
 pub async fn create_work_table(dest: &Client, plan: &super::Plan) -> Result<()> {
-    create_shaped(dest, WORK_TABLE, &plan.source, true).await
+    create_shaped(dest, WORK_TABLE, &plan.source, &plan.collations, true).await
 }
 
-/// Creates a temporary table with the source's columns (stored generated
-/// columns recomputed from their expressions), plus walfill's bookkeeping
-/// columns when `work` is set.
-async fn create_shaped(dest: &Client, name: &str, table: &SourceTable, work: bool) -> Result<()> {
+/// Creates a temporary table with the source's columns, each under the
+/// source column's collation (see `collation`; stored generated columns
+/// recomputed from their expressions), plus walfill's bookkeeping columns
+/// when `work` is set.
+async fn create_shaped(
+    dest: &Client,
+    name: &str,
+    table: &SourceTable,
+    collations: &Collations,
+    work: bool,
+) -> Result<()> {
     let mut columns: Vec<String> = table
         .columns
         .iter()
-        .map(|c| match &c.generated {
-            Some(expr) => format!(
-                "{} {} GENERATED ALWAYS AS ({expr}) STORED",
+        .map(|c| {
+            let column = format!(
+                "{} {}{}",
                 quote_ident(&c.name),
-                c.sql_type
-            ),
-            None => format!("{} {}", quote_ident(&c.name), c.sql_type),
+                c.sql_type,
+                collations.clause(&c.name)
+            );
+            match &c.generated {
+                Some(expr) => format!("{column} GENERATED ALWAYS AS ({expr}) STORED"),
+                None => column,
+            }
         })
         .collect();
     if work {
-        columns.extend(super::sql::work_columns(table));
+        columns.extend(super::sql::work_columns(table, collations));
     }
     let sql = format!(
         "DROP TABLE IF EXISTS pg_temp.{name};

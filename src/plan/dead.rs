@@ -10,6 +10,7 @@
 
 use walfill_core::sql::quote_ident;
 
+use super::sql::FENCE;
 use super::{Plan, WORK_TABLE};
 
 /// Statements over the work table for dead letters.
@@ -62,7 +63,7 @@ impl Plan {
         DeadLetterSql {
             candidates: format!("SELECT m.ctid::text FROM {work} AS m WHERE m._walfill_op = 'u'"),
             probe: format!(
-                "SELECT t::text FROM {work} AS m, LATERAL (SELECT {select} FROM {row}{passes}) AS t \
+                "SELECT t::text FROM {work} AS m, LATERAL (SELECT {select} FROM {row}{passes} {FENCE}) AS t \
                  WHERE m.ctid = $1::text::tid"
             ),
             poison_change: format!(
@@ -82,7 +83,7 @@ impl Plan {
             retry: format!(
                 "INSERT INTO {table} AS s ({columns}) \
                  SELECT t.*{hidden}, m._walfill_lsn, m._walfill_seq, false \
-                 FROM {work} AS m, LATERAL (SELECT {select} FROM {row}{passes}) AS t {conflict}",
+                 FROM {work} AS m, LATERAL (SELECT {select} FROM {row}{passes} {FENCE}) AS t {conflict}",
                 columns = self.insert_columns(false),
                 hidden = self.hidden_values("m"),
             ),

@@ -12,6 +12,7 @@
 //! (`projection`, and `crate::source::evaluate`).
 
 mod check;
+mod collation;
 mod dead;
 mod portable;
 mod projection;
@@ -20,6 +21,7 @@ mod sql;
 mod verify;
 
 pub use check::{build, create_work_table, describe, unusable};
+pub use collation::{Collations, Mapping};
 pub use dead::DeadLetterSql;
 pub use sql::{chunk_seq, BatchSql};
 
@@ -94,6 +96,10 @@ pub struct OutputColumn {
     pub name: String,
     /// Its type as SQL spells it.
     pub sql_type: String,
+    /// Its collation where it is not the database's default: the one the
+    /// transform's output has on the source (quoted, qualified where
+    /// needed), so readers' `ORDER BY` and the key index agree with it.
+    pub collation: Option<String>,
 }
 
 /// A source column kept beside the derived row because the transform reads
@@ -134,6 +140,8 @@ pub struct Plan {
     /// in the destination, even on the same server version with the same
     /// collations (see `portable`); `None` when it would.
     pub not_portable: Option<String>,
+    /// Where each source column's collation lands in the destination.
+    pub collations: Collations,
 }
 
 impl Plan {

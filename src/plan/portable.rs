@@ -18,7 +18,10 @@
 //!   server's own time zone data;
 //! - every type is built in, and none names catalog objects by OID
 //!   (`regclass`, `regconfig`...), which differ between clusters;
-//! - every collation is the database default, `C` or `POSIX`.
+//! - every collation is the database default, `C` or `POSIX`, or one the
+//!   destination matched to a source column's own by what it is (see
+//!   `collation`): the transform's text names none (an explicit `COLLATE`
+//!   is no plain expression), so on the source it is the column's own.
 //!
 //! (System columns are refused as a problem of their own, see `check`.)
 //!
@@ -27,6 +30,7 @@
 
 use tokio_postgres::Client;
 
+use super::{Collations, Mapping};
 use crate::error::{Error, Result};
 
 /// The first object id `initdb` does not assign: built-in objects are below.
@@ -86,7 +90,11 @@ const PLAIN_COLLATIONS: &[u32] = &[0, 100, 950, 951];
 /// destination session `dest`) might give another value on the source than
 /// in the destination; `None` when it cannot, given the same server and
 /// collations on both sides.
-pub(super) async fn not_portable(dest: &Client, tree: &str) -> Result<Option<String>> {
+pub(super) async fn not_portable(
+    dest: &Client,
+    tree: &str,
+    collations: &Collations,
+) -> Result<Option<String>> {
     if let Some(node) = nodes(tree).find(|n| !PLAIN_NODES.contains(n)) {
         return Ok(Some(format!(
             "it uses {} (only columns, constants, function and operator calls, CASE, \
@@ -107,11 +115,40 @@ pub(super) async fn not_portable(dest: &Client, tree: &str) -> Result<Option<Str
             "it uses a type whose values name catalog objects (regclass, regconfig...)".into(),
         ));
     }
-    let collations = numbers(tree, |field| field.ends_with("collid"));
-    if collations.iter().any(|c| !PLAIN_COLLATIONS.contains(c)) {
-        return Ok(Some(
-            "it uses a collation other than the database's default, C or POSIX".into(),
-        ));
+    let matched: Vec<&str> = collations
+        .columns
+        .iter()
+        .filter_map(|(_, _, m)| match m {
+            Mapping::Named(name) => Some(name.as_str()),
+            _ => None,
+        })
+        .collect();
+    let used = numbers(tree, |field| field.ends_with("collid"));
+    let mut others: Vec<u32> = used
+        .into_iter()
+        .filter(|c| !PLAIN_COLLATIONS.contains(c))
+        .collect();
+    others.sort_unstable();
+    others.dedup();
+    if !others.is_empty() {
+        let names: Vec<String> = dest
+            .query(
+                "SELECT format('%I.%I', n.nspname, c.collname) FROM pg_collation c
+                   JOIN pg_namespace n ON n.oid = c.collnamespace WHERE c.oid = ANY($1)",
+                &[&others],
+            )
+            .await
+            .map_err(|e| Error::destination("reading the transform's collations", e))?
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        if names.len() < others.len() || names.iter().any(|n| !matched.contains(&n.as_str())) {
+            return Ok(Some(
+                "it uses a collation other than the database's default, C, POSIX or a source \
+                 column's own"
+                    .into(),
+            ));
+        }
     }
     let functions: Vec<u32> = numbers(tree, |field| field == "funcid" || field == "opfuncid")
         .into_iter()

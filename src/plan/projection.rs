@@ -11,6 +11,7 @@
 use walfill_core::sql::quote_ident;
 use walfill_snapshot::Projection;
 
+use super::sql::FENCE;
 use super::{Plan, RESERVED_PREFIX};
 
 impl Plan {
@@ -28,7 +29,7 @@ impl Plan {
                     format!("{outputs}{hidden}, t.{RESERVED_PREFIX}live IS NULL"),
                     format!(
                         " LEFT JOIN LATERAL (SELECT true AS {RESERVED_PREFIX}live, {} \
-                         WHERE {passes}) AS t ON true",
+                         WHERE {passes} {FENCE}) AS t ON true",
                         self.def.select
                     ),
                 )

@@ -28,7 +28,7 @@ impl Plan {
                     .column(k)
                     .map(|c| c.sql_type.as_str())
                     .unwrap_or("text");
-                format!("{} {sql_type}", quote_ident(k))
+                format!("{} {sql_type}{}", quote_ident(k), self.collations.clause(k))
             })
             .collect();
         format!(

@@ -20,10 +20,10 @@ use walfill_core::sql::{ident_list, quote_ident, quote_literal};
 use walfill_core::Lsn;
 use walfill_snapshot::SourceTable;
 
-use super::{Plan, RESERVED_PREFIX, WORK_TABLE};
+use super::{Collations, Plan, RESERVED_PREFIX, WORK_TABLE};
 
 /// Bookkeeping columns of the work table, after the source's columns.
-pub(super) fn work_columns(table: &SourceTable) -> Vec<String> {
+pub(super) fn work_columns(table: &SourceTable, collations: &Collations) -> Vec<String> {
     let mut columns = vec![
         "_walfill_op \"char\" NOT NULL DEFAULT 'u'".to_string(),
         "_walfill_lsn pg_lsn".to_string(),
@@ -36,7 +36,10 @@ pub(super) fn work_columns(table: &SourceTable) -> Vec<String> {
             .column(key)
             .map(|c| c.sql_type.as_str())
             .unwrap_or("text");
-        columns.push(format!("_walfill_fk_{i} {sql_type}"));
+        columns.push(format!(
+            "_walfill_fk_{i} {sql_type}{}",
+            collations.clause(key)
+        ));
     }
     columns
 }
@@ -65,6 +68,17 @@ pub(super) fn stored_loses(s: &str, lsn: &str, seq: &str, xid: &str) -> String {
 pub(super) const CONFLICT_NEWER: &str = "(s._walfill_lsn, s._walfill_seq) < \
      (EXCLUDED._walfill_lsn, EXCLUDED._walfill_seq) \
      OR (s._walfill_seq < 0 AND EXCLUDED._walfill_seq >= 0)";
+
+/// Ends a subquery that evaluates the select list over one row after a
+/// condition (the filter, which may guard the select list: `qty <> 0`
+/// before `100 / qty`): a subquery with an `OFFSET` is never pulled up
+/// into the query around it, so its condition is tested before its select
+/// list is computed, on exactly the rows the condition takes. Pulled up,
+/// the select list's expressions may be computed above the join (or
+/// beside conditions the planner orders by cost), for rows the condition
+/// rejects, and a row the filter leaves out, or a poison row turned into
+/// a delete, would fail the whole statement.
+pub(super) const FENCE: &str = "OFFSET 0";
 
 /// Bytes of data a text or bytea value may have and still never be
 /// compressed or stored out of line: with a 4-byte header it is 24 bytes,
@@ -188,7 +202,12 @@ impl Plan {
                 } else {
                     ""
                 };
-                format!("{} {}{not_null}", quote_ident(&o.name), o.sql_type)
+                let collate = o
+                    .collation
+                    .as_ref()
+                    .map(|c| format!(" COLLATE {c}"))
+                    .unwrap_or_default();
+                format!("{} {}{collate}{not_null}", quote_ident(&o.name), o.sql_type)
             })
             .collect();
         columns.extend(
@@ -326,6 +345,29 @@ impl Plan {
         format!("({}) {op} ({})", self.keys(), values.join(", "))
     }
 
+    /// Whether the destination orders the keys as the source does: no key
+    /// column has a collation the destination lacks (see `collation`). A
+    /// range of keys cut in the source's order is then the same range in
+    /// the destination's.
+    pub fn key_order_agrees(&self) -> bool {
+        self.collations
+            .columns
+            .iter()
+            .all(|(c, _, m)| *m != super::Mapping::Unmatched || !self.key.contains(c))
+    }
+
+    /// A query returning a row when the staging table holds a key of the
+    /// work table's rows: one index probe a row.
+    pub fn work_keys_stored_sql(&self) -> String {
+        format!(
+            "SELECT 1 FROM pg_temp.{WORK_TABLE} AS w \
+              WHERE (SELECT 1 FROM {} AS x WHERE ({}) = ({})) IS NOT NULL LIMIT 1",
+            self.staging_table(),
+            self.keys_of("x"),
+            self.keys_of("w"),
+        )
+    }
+
     /// A query returning a row when the staging table holds a key matching
     /// `predicate` (a condition on the key columns), or any row at all. The
     /// `ORDER BY key LIMIT 1` makes it one index probe: a bare `EXISTS` may
@@ -375,8 +417,8 @@ impl Plan {
             "INSERT INTO {table} AS s ({columns}) \
              SELECT {outputs}{hidden}, {version}, t.{RESERVED_PREFIX}live IS NULL \
              FROM pg_temp.{WORK_TABLE} AS m LEFT JOIN LATERAL \
-             (SELECT true AS {RESERVED_PREFIX}live, {select} FROM {row}{lateral}) AS t ON true \
-             WHERE {condition}",
+             (SELECT true AS {RESERVED_PREFIX}live, {select} FROM {row}{lateral} {FENCE}) AS t \
+             ON true WHERE {condition}",
             table = self.staging_table(),
             columns = self.insert_columns(false),
             select = self.def.select,
@@ -513,7 +555,7 @@ impl Plan {
             format!(
                 "INSERT INTO {table} AS s ({columns}) \
                  SELECT t.*{hidden}, m._walfill_lsn, m._walfill_seq, false \
-                 FROM {work} AS m, LATERAL (SELECT {select} FROM {row}{passes}) AS t \
+                 FROM {work} AS m, LATERAL (SELECT {select} FROM {row}{passes} {FENCE}) AS t \
                  WHERE m._walfill_op = 'u' AND {condition} {conflict}",
                 columns = self.insert_columns(false),
                 hidden = self.hidden_values("m"),
@@ -568,11 +610,7 @@ impl Plan {
                 self.may_be_toasted("m")
             ),
         );
-        let any_stored = format!(
-            "SELECT 1 FROM {work} AS w WHERE (SELECT 1 FROM {table} AS x WHERE ({x}) = ({w})) IS NOT NULL LIMIT 1",
-            x = self.keys_of("x"),
-            w = self.keys_of("w"),
-        );
+        let any_stored = self.work_keys_stored_sql();
         BatchSql {
             fill,
             unfilled,

@@ -13,9 +13,11 @@
 //! - the same encoding, collation and character classification (provider,
 //!   locale, rules) for both databases, at the same actual collation
 //!   version (the library's), so comparisons and `upper()` agree;
-//! - the source's columns use the database's collation (or `C`), as the
-//!   destination's work table does;
-//! - the select list prepared on both sides gives the same output types.
+//! - each source column's collation has its match in the destination (the
+//!   work table carries it, see `crate::plan`'s `collation`);
+//! - the select list prepared on both sides gives the same output types,
+//!   and resolves to the same expressions (`EXPLAIN VERBOSE`: the same
+//!   functions, operators and folded constants).
 //!
 //! The live stream and replays still evaluate the transform in the
 //! destination, the definition of what a version holds.
@@ -27,7 +29,7 @@ use walfill_snapshot::{CopyFormat, Projection};
 use crate::config::TransformOn;
 use crate::db::Role;
 use crate::error::{Error, Result};
-use crate::plan::Plan;
+use crate::plan::{Mapping, Plan};
 
 /// Run in a chunk's transaction on the source before a projected chunk:
 /// names resolve to `pg_catalog` alone. The destination resolved the
@@ -98,33 +100,21 @@ async fn why_not(
             ours.join(" ")
         )));
     }
-    let collated: Option<String> = source
-        .query_opt(
-            "SELECT attname::text FROM pg_attribute
-              WHERE attrelid = $1 AND attnum > 0 AND NOT attisdropped
-                AND attcollation NOT IN (0, 100, 950, 951)
-              ORDER BY attnum LIMIT 1",
-            &[&plan.source.oid],
-        )
-        .await
-        .map_err(|e| Error::source_query("reading the source columns' collations", e))?
-        .map(|r| r.get(0));
-    if let Some(column) = collated {
+    let unmatched = plan
+        .collations
+        .columns
+        .iter()
+        .find(|(c, _, m)| *m == Mapping::Unmatched && plan.reads(c));
+    if let Some((column, collation, _)) = unmatched {
         return Ok(Some(format!(
-            "source column {column} has a collation of its own"
+            "source column {column} uses {collation}, which the destination has no collation \
+             to match"
         )));
     }
     let sql = typed_select(plan);
-    let prepared = source.batch_execute("SET search_path = pg_catalog").await;
-    let on_source = match prepared {
-        Ok(()) => source.prepare(&sql).await,
-        Err(e) => Err(e),
-    };
-    source
-        .batch_execute("RESET search_path")
-        .await
-        .map_err(|e| Error::source_query("restoring the session's search_path", e))?;
-    let (theirs, ours) = match (on_source, dest.prepare(&sql).await) {
+    let (on_source, source_plan) = pinned_to_catalog(source, Role::Source, &sql).await?;
+    let (on_dest, dest_plan) = pinned_to_catalog(dest, Role::Destination, &sql).await?;
+    let (theirs, ours) = match (on_source, on_dest) {
         (Ok(theirs), Ok(ours)) => (theirs, ours),
         (Err(e), _) => {
             return Ok(Some(format!(
@@ -142,7 +132,60 @@ async fn why_not(
             "the select list gives other types on the source than in the destination".into(),
         ));
     }
+    // What each side resolved the text to: the plan shows every function,
+    // operator and folded constant (a setting that changes how the text
+    // parses shows as another expression).
+    if source_plan != dest_plan {
+        tracing::debug!(source = %source_plan, destination = %dest_plan, "the plans differ");
+        return Ok(Some(
+            "the select list resolves to other expressions on the source than in the \
+             destination (another function, operator or constant)"
+                .into(),
+        ));
+    }
     Ok(None)
+}
+
+/// `sql` prepared and explained (verbose) in `client`'s session with names
+/// resolving to `pg_catalog` alone, as a projected chunk's are (see
+/// [`PIN_FUNCTIONS`]); the plan's text is empty when it does not prepare.
+async fn pinned_to_catalog(
+    client: &Client,
+    role: Role,
+    sql: &str,
+) -> Result<(
+    std::result::Result<tokio_postgres::Statement, tokio_postgres::Error>,
+    String,
+)> {
+    let failed = |e| {
+        let doing = "resolving the transform";
+        match role {
+            Role::Source => Error::source_query(doing, e),
+            Role::Destination => Error::destination(doing, e),
+        }
+    };
+    client
+        .batch_execute("SET search_path = pg_catalog")
+        .await
+        .map_err(failed)?;
+    let prepared = client.prepare(sql).await;
+    let explained = match &prepared {
+        Ok(_) => client
+            .query(&format!("EXPLAIN (VERBOSE, COSTS OFF) {sql}"), &[])
+            .await
+            .map(|rows| {
+                rows.iter()
+                    .map(|r| r.get::<_, String>(0))
+                    .collect::<Vec<_>>()
+                    .join("\n")
+            }),
+        Err(_) => Ok(String::new()),
+    };
+    client
+        .batch_execute("RESET search_path")
+        .await
+        .map_err(failed)?;
+    Ok((prepared, explained.map_err(failed)?))
 }
 
 /// The server's version and the database's encoding, collation and
@@ -175,7 +218,8 @@ async fn server(client: &Client, role: Role) -> Result<Vec<String>> {
 }
 
 /// The chunk's select list over one row of NULLs typed as the source's
-/// columns, under the names the select list knows them by.
+/// columns, under the names the select list knows them by (in a subquery
+/// the planner keeps, so the select list is not folded to constants).
 fn typed_select(plan: &Plan) -> String {
     let projection = plan.source_projection();
     let columns = plan
@@ -186,7 +230,7 @@ fn typed_select(plan: &Plan) -> String {
         .collect::<Vec<_>>()
         .join(", ");
     format!(
-        "SELECT {} FROM (SELECT {columns}) AS {}{}",
+        "SELECT {} FROM (SELECT {columns} OFFSET 0) AS {}{}",
         projection.select,
         quote_ident(&projection.alias),
         projection.join

@@ -402,7 +402,9 @@ impl VersionState {
             }
             if started.elapsed() > wait {
                 return Err(Error::Request(format!(
-                    "version {version} of {target} has applied the stream up to {} and                      {needed_for} needs {lsn}; keep it followed (`walfill serve` or `walfill                      sync`) while {needed_for} runs",
+                    "version {version} of {target} has applied the stream up to {} and \
+                     {needed_for} needs {lsn}; keep it followed (`walfill serve` or `walfill \
+                     sync`) while {needed_for} runs",
                     applied
                         .map(|a| a.to_string())
                         .unwrap_or_else(|| "nothing".into())

@@ -85,6 +85,16 @@ impl TestDb {
 
     /// A fresh database on the cluster at `admin`.
     pub fn on(admin: &str, tag: &str) -> TestDb {
+        TestDb::created(admin, tag, "")
+    }
+
+    /// A fresh database on the main test cluster, created with `options`
+    /// (`CREATE DATABASE name options`: a locale, say).
+    pub fn with_options(tag: &str, options: &str) -> TestDb {
+        TestDb::created(&admin_url(), tag, options)
+    }
+
+    fn created(admin: &str, tag: &str, options: &str) -> TestDb {
         let name = format!(
             "wf_{tag}_{}_{}",
             std::process::id(),
@@ -92,7 +102,7 @@ impl TestDb {
         );
         let mut client = connect(admin);
         client
-            .batch_execute(&format!("CREATE DATABASE {name}"))
+            .batch_execute(&format!("CREATE DATABASE {name} {options}"))
             .unwrap_or_else(|e| panic!("creating database {name}: {e}"));
         TestDb {
             name,

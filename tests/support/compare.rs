@@ -3,11 +3,15 @@
 
 use super::TestDb;
 
-/// Session settings that change how values are rendered as text, pinned on
-/// both sides of a comparison so a database with other defaults (DateStyle,
-/// say) compares by value, not by spelling.
+/// Session settings that change how values are rendered as text or what a
+/// transform means, pinned on both sides of a comparison as walfill pins
+/// them, so a database with other defaults (DateStyle, transform_null_equals,
+/// say) compares by value and by the transform's pinned meaning.
 pub const PINNED_SETTINGS: &str = "SET DateStyle = 'ISO, MDY'; SET IntervalStyle = postgres; \
-     SET TimeZone = 'UTC'; SET extra_float_digits = 1; SET bytea_output = hex";
+     SET TimeZone = 'UTC'; SET extra_float_digits = 1; SET bytea_output = hex; \
+     SET transform_null_equals = off; SET array_nulls = on; SET lc_numeric = 'C'; \
+     SET lc_time = 'C'; SET lc_monetary = 'C'; SET quote_all_identifiers = off; \
+     SET default_text_search_config = 'pg_catalog.simple'";
 
 /// A new connection to `db` with [`PINNED_SETTINGS`] applied.
 pub fn pinned_client(db: &TestDb) -> postgres::Client {

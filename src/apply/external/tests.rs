@@ -22,6 +22,7 @@ fn plan() -> Plan {
         len,
         storage: 'x',
         generated: None,
+        collation: None,
     };
     Plan {
         def: Definition {
@@ -55,11 +56,13 @@ fn plan() -> Plan {
         outputs: vec![OutputColumn {
             name: "id".into(),
             sql_type: "text".into(),
+            collation: None,
         }],
         hidden: Vec::new(),
         referenced: vec!["id".into(), "body".into(), "n".into()],
         warnings: Vec::new(),
         identity: false,
+        collations: Default::default(),
         not_portable: None,
     }
 }

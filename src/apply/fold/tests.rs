@@ -17,6 +17,7 @@ fn plan() -> Plan {
         len,
         storage: 'x',
         generated: None,
+        collation: None,
     };
     Plan {
         def: Definition {
@@ -50,11 +51,13 @@ fn plan() -> Plan {
         outputs: vec![OutputColumn {
             name: "id".into(),
             sql_type: "integer".into(),
+            collation: None,
         }],
         hidden: Vec::new(),
         referenced: vec!["id".into(), "body".into()],
         warnings: Vec::new(),
         identity: false,
+        collations: Default::default(),
         not_portable: None,
     }
 }

@@ -1,0 +1,414 @@
+//! What a transform means: what the same `SELECT` means when run on the
+//! source table itself, with the columns' own collations and walfill's
+//! pinned settings (parse-time ones included), on every path. Rows the
+//! filter rejects never reach the select list; a row the transform fails on
+//! is a dead letter, never a stopped stream.
+
+use crate::support::service::Background;
+use crate::support::{assert_view_matches, assert_view_matches_in, TestDb, Walfill};
+
+/// Runs `walfill verify TARGET` while a `sync` follows the version; its
+/// output, or its exit code and error output.
+fn verify(walfill: &Walfill, target: &str) -> Result<String, (Option<i32>, String)> {
+    let sync = Background::start(walfill, &["sync"]);
+    let out = walfill.run(&["verify", target]);
+    drop(sync);
+    match out.status.success() {
+        true => Ok(String::from_utf8_lossy(&out.stdout).into_owned()),
+        false => Err((
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )),
+    }
+}
+
+fn target(name: &str, source: &str, select: &str, filter: Option<&str>) -> String {
+    format!(
+        "[[target]]\nname = \"{name}\"\nsource = \"{source}\"\nselect = \"{select}\"\n{}\
+         version = \"v1\"\n",
+        filter
+            .map(|f| format!("where = \"{f}\"\n"))
+            .unwrap_or_default()
+    )
+}
+
+/// The collation of the view's column `column` (of `view`'s version table).
+fn column_collation(db: &TestDb, table: &str, column: &str) -> Option<String> {
+    db.value(&format!(
+        "SELECT CASE WHEN attcollation = 0 THEN '' ELSE attcollation::regcollation::text END
+           FROM pg_attribute WHERE attrelid = '{table}'::regclass AND attname = '{column}'"
+    ))
+}
+
+/// A column collated `C` in a database whose default is `C.UTF-8`: the
+/// copy (evaluated on the source or in the destination), the stream and
+/// `verify` all give `upper()` and `<` under `C`, as the source does.
+fn a_column_collation_holds(transform_on: &str) {
+    let db = TestDb::with_options("tx_coll", "TEMPLATE template0 LOCALE 'C.UTF-8'");
+    db.exec(
+        "CREATE TABLE people (id int PRIMARY KEY, name text COLLATE \"C\");
+         INSERT INTO people VALUES (1, 'émile'), (2, 'zoë'), (3, 'andré');",
+    );
+    let select = "id, upper(name) AS uname, name < 'b' AS before_b";
+    let walfill = Walfill::new(
+        &db,
+        &format!(
+            "[backfill]\ntransform_on = \"{transform_on}\"\n\n{}",
+            target("people_up", "public.people", select, None)
+        ),
+    );
+    walfill.ok(&["setup"]);
+    walfill.ok(&["backfill", "people_up"]);
+    assert_eq!(
+        db.value("SELECT uname FROM people_up WHERE id = 1")
+            .as_deref(),
+        Some("éMILE"),
+        "upper() under the column's collation C"
+    );
+    assert_view_matches(&db, "public.people_up", "people", select, None, "id");
+
+    db.exec(
+        "UPDATE people SET name = 'andré!' WHERE id = 3;
+         INSERT INTO people VALUES (4, 'éa'), (5, 'Ärger');",
+    );
+    walfill.ok(&["sync", "--once"]);
+    assert_view_matches(&db, "public.people_up", "people", select, None, "id");
+    verify(&walfill, "people_up").expect("verify passes");
+    assert_eq!(
+        column_collation(&db, "people_up__v1", "uname").as_deref(),
+        Some("\"C\""),
+        "the output keeps the collation it has on the source"
+    );
+}
+
+#[test]
+fn a_column_collation_holds_when_the_source_evaluates() {
+    a_column_collation_holds("auto");
+}
+
+#[test]
+fn a_column_collation_holds_when_the_destination_evaluates() {
+    a_column_collation_holds("destination");
+}
+
+/// `transform_null_equals` and `array_nulls` set on the source database
+/// change how the transform's text parses there: walfill pins them in every
+/// session, so the copy (evaluated on the source) and the stream (in the
+/// destination) agree with the pinned meaning.
+#[test]
+fn parse_settings_of_a_database_do_not_change_a_transform() {
+    let src = TestDb::new("tx_parse_src");
+    let dest = TestDb::new("tx_parse_dst");
+    src.exec(&format!(
+        "CREATE TABLE notes (id int PRIMARY KEY, note text);
+         INSERT INTO notes SELECT g, CASE WHEN g % 3 = 0 THEN NULL ELSE 'n' || g END
+           FROM generate_series(1, 300) g;
+         ALTER DATABASE {0} SET transform_null_equals = on;
+         ALTER DATABASE {0} SET array_nulls = off;",
+        src.name
+    ));
+    let select = "id, CASE WHEN note = NULL THEN 'none' ELSE note END AS n, \
+                  array_remove('{a,NULL}'::text[], NULL) AS arr";
+    let walfill = Walfill::with_text(&format!(
+        "[source]\nurl = \"{}\"\n[destination]\nurl = \"{}\"\n\n{}",
+        src.url(),
+        dest.url(),
+        target("notes_n", "public.notes", select, None)
+    ));
+    walfill.ok(&["setup"]);
+    walfill.ok(&["backfill", "notes_n"]);
+    assert_view_matches_in(&src, &dest, "public.notes_n", "notes", select, None, "id");
+    assert_eq!(
+        dest.value("SELECT count(*) FROM notes_n WHERE n = 'none' OR arr <> '{a}'")
+            .as_deref(),
+        Some("0"),
+        "`note = NULL` is never true and NULL in an array literal is a null"
+    );
+    src.exec(
+        "INSERT INTO notes VALUES (301, NULL), (302, 'x');
+         UPDATE notes SET note = NULL WHERE id = 1;",
+    );
+    walfill.ok(&["sync", "--once"]);
+    assert_view_matches_in(&src, &dest, "public.notes_n", "notes", select, None, "id");
+}
+
+/// Every setting a session can change is pinned by walfill's sessions or
+/// shown not to change what a transform gives; and the pins hold over a
+/// database's and a role's own settings.
+#[test]
+fn every_setting_that_changes_a_value_is_pinned() {
+    let db = TestDb::new("tx_settings");
+    let pinned: Vec<String> = walfill::db::session_settings()
+        .iter()
+        .map(|(name, _)| name.to_lowercase())
+        .collect();
+    // Settings that change no value a transform gives over a row, by kind.
+    let harmless_prefixes = [
+        // the planner's choices: the same values by another plan
+        "enable_",
+        "geqo",
+        "jit_",
+        "cpu_",
+        "parallel_",
+        "min_parallel_",
+        "max_parallel_",
+        // logging, statistics, tracing, debugging
+        "log_",
+        "track_",
+        "trace_",
+        "debug_",
+        "stats_",
+        // vacuum, WAL, network, resources
+        "vacuum_",
+        "wal_",
+        "tcp_",
+        "idle_",
+        "default_transaction_",
+        "transaction_",
+    ];
+    let harmless = [
+        // the planner's choices and resources
+        "constraint_exclusion",
+        "cursor_tuple_fraction",
+        "default_statistics_target",
+        "effective_cache_size",
+        "effective_io_concurrency",
+        "from_collapse_limit",
+        "join_collapse_limit",
+        "hash_mem_multiplier",
+        "maintenance_io_concurrency",
+        "maintenance_work_mem",
+        "work_mem",
+        "temp_buffers",
+        "temp_file_limit",
+        "plan_cache_mode",
+        "random_page_cost",
+        "seq_page_cost",
+        "recursive_worktable_factor",
+        "force_parallel_mode",
+        "io_combine_limit",
+        "logical_decoding_work_mem",
+        "gin_pending_list_limit",
+        "backend_flush_after",
+        "synchronize_seqscans",
+        "compute_query_id",
+        "jit",
+        "file_copy_method",
+        // an index scan's result set: a transform reads one row, no index
+        "gin_fuzzy_search_limit",
+        // errors and timing, not values: a statement fails or waits
+        "statement_timeout",
+        "lock_timeout",
+        "deadlock_timeout",
+        "max_stack_depth",
+        "exit_on_error",
+        "client_connection_check_interval",
+        "commit_delay",
+        "commit_siblings",
+        "synchronous_commit",
+        "row_security",
+        // messages: an error's text (a dead letter's), never a value
+        "client_min_messages",
+        "lc_messages",
+        "escape_string_warning",
+        "backtrace_functions",
+        "md5_password_warnings",
+        "application_name",
+        "update_process_title",
+        // what other statements do: DDL, storage, roles, triggers, libraries
+        "allow_in_place_tablespaces",
+        "allow_system_table_mods",
+        "check_function_bodies",
+        "createrole_self_grant",
+        "default_table_access_method",
+        "default_tablespace",
+        "default_toast_compression",
+        "temp_tablespaces",
+        "icu_validation_level",
+        "password_encryption",
+        "scram_iterations",
+        "session_replication_role",
+        "event_triggers",
+        "lo_compat_privileges",
+        "restrict_nonsystem_relation_kind",
+        "dynamic_library_path",
+        "extension_destdir",
+        "extension_control_path",
+        "local_preload_libraries",
+        "session_preload_libraries",
+        // damaged pages: reading them at all
+        "zero_damaged_pages",
+        "ignore_checksum_failure",
+    ];
+    let unlisted: Vec<String> = db
+        .client()
+        .query(
+            "SELECT lower(name) FROM pg_settings WHERE context IN ('user', 'superuser')
+              ORDER BY name",
+            &[],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| r.get::<_, String>(0))
+        .filter(|name| {
+            !pinned.contains(name)
+                && !harmless.contains(&name.as_str())
+                && !harmless_prefixes.iter().any(|p| name.starts_with(p))
+        })
+        .collect();
+    assert!(
+        unlisted.is_empty(),
+        "settings neither pinned by walfill's sessions (src/db.rs) nor shown harmless here: \
+         {unlisted:?}"
+    );
+
+    // The pins win over the database's and the role's settings.
+    db.exec(&format!(
+        "ALTER DATABASE {0} SET transform_null_equals = on;
+         ALTER DATABASE {0} SET array_nulls = off;
+         ALTER DATABASE {0} SET lc_numeric = 'C.UTF-8';
+         ALTER DATABASE {0} SET default_text_search_config = 'pg_catalog.english';",
+        db.name
+    ));
+    let mut config: postgres::Config = db.url().parse().unwrap();
+    config.options(&walfill::db::options());
+    let mut client = config.connect(postgres::NoTls).unwrap();
+    for (name, value) in walfill::db::session_settings() {
+        if name == "client_connection_check_interval" {
+            continue; // shown with its unit
+        }
+        let shown: String = client
+            .query_one(&format!("SELECT current_setting('{name}')"), &[])
+            .unwrap()
+            .get(0);
+        let normalized = |v: &str| v.replace([' ', '"'], "").to_lowercase();
+        assert_eq!(
+            normalized(&shown),
+            normalized(value),
+            "{name} is pinned in walfill's sessions"
+        );
+    }
+}
+
+/// A row the transform fails on under a key the version has never held
+/// (the fresh-insert path) is a dead letter; the rows after it arrive and
+/// the stream goes on.
+#[test]
+fn a_poison_row_under_a_new_key_never_stops_the_stream() {
+    let db = TestDb::new("tx_poison");
+    db.exec(
+        "CREATE TABLE stock (id int PRIMARY KEY, qty int);
+         INSERT INTO stock SELECT g, g FROM generate_series(1, 50) g;",
+    );
+    let select = "id, 100 / qty AS per";
+    let walfill = Walfill::new(
+        &db,
+        &format!(
+            "[backfill]\nallow_dead_letters = true\n\n{}",
+            target("stock_per", "public.stock", select, None)
+        ),
+    );
+    walfill.ok(&["setup"]);
+    walfill.ok(&["backfill", "stock_per"]);
+    db.exec("INSERT INTO stock VALUES (300, 0); INSERT INTO stock VALUES (301, 7);");
+    walfill.ok(&["sync", "--once"]);
+    assert_eq!(
+        db.value("SELECT string_agg(key[1], ',') FROM walfill.dead_letters")
+            .as_deref(),
+        Some("300")
+    );
+    assert_view_matches(
+        &db,
+        "public.stock_per",
+        "stock",
+        select,
+        Some("id <> 300"),
+        "id",
+    );
+    // Fixed at the source: the key arrives.
+    db.exec("UPDATE stock SET qty = 4 WHERE id = 300; INSERT INTO stock VALUES (302, 5);");
+    walfill.ok(&["sync", "--once"]);
+    assert_view_matches(&db, "public.stock_per", "stock", select, None, "id");
+}
+
+/// A filter that guards the select list (`qty <> 0` before `100 / qty`)
+/// keeps the rows it rejects away from the select list: in the copy (on
+/// either side) and in the stream, fresh keys and stored ones.
+fn a_guarding_filter_comes_first(transform_on: &str) {
+    let db = TestDb::new("tx_guard");
+    db.exec(
+        "CREATE TABLE stock (id int PRIMARY KEY, qty int);
+         INSERT INTO stock SELECT g, g % 5 FROM generate_series(1, 400) g;",
+    );
+    let (select, filter) = ("id, 100 / qty AS per", "qty <> 0");
+    let walfill = Walfill::new(
+        &db,
+        &format!(
+            "[backfill]\ntransform_on = \"{transform_on}\"\nchunk_rows = 100\n\n{}",
+            target("stock_per", "public.stock", select, Some(filter))
+        ),
+    );
+    walfill.ok(&["setup"]);
+    walfill.ok(&["backfill", "stock_per"]);
+    assert_view_matches(&db, "public.stock_per", "stock", select, Some(filter), "id");
+    db.exec(
+        "INSERT INTO stock VALUES (1000, 0), (1001, 3);
+         UPDATE stock SET qty = 0 WHERE id IN (1, 2);
+         UPDATE stock SET qty = 2 WHERE id = 5;",
+    );
+    walfill.ok(&["sync", "--once"]);
+    assert_view_matches(&db, "public.stock_per", "stock", select, Some(filter), "id");
+    assert_eq!(
+        db.value("SELECT count(*) FROM walfill.dead_letters")
+            .as_deref(),
+        Some("0"),
+        "a row the filter rejects is no dead letter"
+    );
+}
+
+#[test]
+fn a_guarding_filter_comes_first_when_the_source_evaluates() {
+    a_guarding_filter_comes_first("auto");
+}
+
+#[test]
+fn a_guarding_filter_comes_first_when_the_destination_evaluates() {
+    a_guarding_filter_comes_first("destination");
+}
+
+/// A column whose collation the destination has no match for (the same
+/// provider, locale and version): passing it through is exact, anything
+/// that depends on the collation is refused by `setup`, naming the column
+/// and the collation.
+#[test]
+fn a_collation_the_destination_lacks_is_refused_where_it_matters() {
+    let src = TestDb::new("tx_nomatch_src");
+    let dest = TestDb::new("tx_nomatch_dst");
+    src.exec(
+        "CREATE COLLATION upper_first (provider = icu, locale = 'und-u-kf-upper');
+         CREATE TABLE names (id int PRIMARY KEY, name text COLLATE upper_first);
+         INSERT INTO names VALUES (1, 'b'), (2, 'B'), (3, 'a');",
+    );
+    let config = |select: &str| {
+        format!(
+            "[source]\nurl = \"{}\"\n[destination]\nurl = \"{}\"\n\n{}",
+            src.url(),
+            dest.url(),
+            target("names_t", "public.names", select, None)
+        )
+    };
+    let refused = Walfill::with_text(&config("id, name, name < 'b' AS early"));
+    let out = refused.run(&["setup"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{stderr}");
+    assert!(
+        stderr.contains("column \"name\" (collation \"upper_first\" (ICU und-u-kf-upper")
+            && stderr.contains("text_lt"),
+        "{stderr}"
+    );
+    let select = "id, name, length(name) AS len";
+    let passed = Walfill::with_text(&config(select));
+    passed.ok(&["setup"]);
+    passed.ok(&["backfill", "names_t"]);
+    assert_view_matches_in(&src, &dest, "public.names_t", "names", select, None, "id");
+}
