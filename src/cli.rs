@@ -142,17 +142,35 @@ pub enum Command {
     },
 
     /// Publish a caught-up version: replace the target's view in one transaction.
+    ///
+    /// The version is followed up to the source first (within
+    /// swap_max_lag_bytes, and at least as far as the active version); one
+    /// that cannot follow its source (a column it reads was dropped, its
+    /// slot is gone) is refused.
     Swap {
         /// The target.
         target: String,
         /// The version to publish.
         version: String,
+        /// Publish a version that cannot follow its source all the same; the
+        /// view is marked stale (status, /status and the
+        /// walfill_view_stale metric) until a version that follows is
+        /// published.
+        #[arg(long)]
+        force: bool,
     },
 
     /// Publish the previous version again, in one transaction.
+    ///
+    /// As for swap, the previous version is followed up to the source first,
+    /// and refused when it cannot follow it.
     Rollback {
         /// The target.
         target: String,
+        /// Roll back to a version that cannot follow its source all the same;
+        /// the view is marked stale.
+        #[arg(long)]
+        force: bool,
     },
 
     /// Apply the live stream to every built version (active, previous for

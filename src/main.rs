@@ -141,18 +141,22 @@ async fn run(command: Command, config: Option<Config>) -> Result<u8> {
         }
         Command::Plan { target, json } => planner::plan(&config, &target, json, &cancel).await?,
         Command::Status { json } => status::status(&config, json).await?,
-        Command::Swap { target, version } => {
+        Command::Swap {
+            target,
+            version,
+            force,
+        } => {
             config.target(&target)?;
             let mut dest = db::connect(&config.destination, db::Role::Destination).await?;
             state::require(&dest).await?;
-            swap::swap(&config, &mut dest, &target, &version, &cancel).await?;
+            swap::swap(&config, &mut dest, &target, &version, force, &cancel).await?;
             walfill::say!("{target} now shows version {version}")?;
         }
-        Command::Rollback { target } => {
+        Command::Rollback { target, force } => {
             config.target(&target)?;
             let mut dest = db::connect(&config.destination, db::Role::Destination).await?;
             state::require(&dest).await?;
-            let version = swap::rollback(&config, &mut dest, &target, &cancel).await?;
+            let version = swap::rollback(&config, &mut dest, &target, force, &cancel).await?;
             walfill::say!("{target} now shows version {version} again")?;
         }
         Command::Sync { targets, once } => {

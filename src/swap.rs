@@ -14,7 +14,7 @@ use walfill_core::sql::{describe_pg_error, ident_list, quote_ident, quote_litera
 
 use crate::config::Config;
 use crate::db::{self, Role};
-use crate::error::{Error, Result};
+use crate::error::{Directive, Error, Result};
 use crate::failpoint;
 use crate::job::{catch_up, current_wal_lsn, slot_health, Context, Follower, SlotHealth};
 use crate::state::{self, lock, Phase, VersionState};
@@ -26,33 +26,40 @@ const LOCK_ATTEMPTS: u32 = 12;
 /// version it applies close enough to the source.
 const LAG_WAIT: Duration = Duration::from_secs(60);
 
-/// Makes `version` of `target` the one its view shows, once it is caught up
-/// with the source (within `swap_max_lag_bytes`) and has lost nothing.
-/// `dest` may be a session that already holds the version (a backfill's).
+/// Makes `version` of `target` the one its view shows, once it follows its
+/// source, is caught up with it (within `swap_max_lag_bytes`, and at least
+/// as far as the active version) and has lost nothing. With `force`, a
+/// version that cannot be followed or caught up is published all the same,
+/// and the view is marked stale. `dest` may be a session that already
+/// holds the version (a backfill's).
 pub async fn swap(
     config: &Config,
     dest: &mut Client,
     target: &str,
     version: &str,
+    force: bool,
     cancel: &CancellationToken,
 ) -> Result<()> {
-    ready_to_publish(config, dest, target, version, cancel).await?;
+    let stale = ready_to_publish(config, dest, target, version, force, cancel).await?;
     publish(
         dest,
         target,
         version,
         config.backfill.swap_lock_timeout_ms,
         "swap",
+        stale.as_deref(),
     )
     .await
 }
 
-/// Goes back to the previous version of `target` (caught up first, like a
-/// swap); returns its name.
+/// Goes back to the previous version of `target` (followed and caught up
+/// first, like a swap, and published anyway with `force`); returns its
+/// name.
 pub async fn rollback(
     config: &Config,
     dest: &mut Client,
     target: &str,
+    force: bool,
     cancel: &CancellationToken,
 ) -> Result<String> {
     let current = state::target_state(&*dest, target).await?;
@@ -61,27 +68,32 @@ pub async fn rollback(
             "target {target} has no previous version to roll back to"
         ))
     })?;
-    ready_to_publish(config, dest, target, &previous, cancel).await?;
+    let stale = ready_to_publish(config, dest, target, &previous, force, cancel).await?;
     publish(
         dest,
         target,
         &previous,
         config.backfill.swap_lock_timeout_ms,
         "rollback",
+        stale.as_deref(),
     )
     .await?;
     Ok(previous)
 }
 
 /// Checks that `version` can be published, catching it up first when it is
-/// too far behind the source.
+/// too far behind the source or behind the active version, or when its last
+/// run failed: a version that cannot follow its source would show readers
+/// a view that never catches up. Returns why the view will be stale when
+/// `force` publishes such a version anyway.
 async fn ready_to_publish(
     config: &Config,
     dest: &mut Client,
     target: &str,
     version: &str,
+    force: bool,
     cancel: &CancellationToken,
-) -> Result<()> {
+) -> Result<Option<String>> {
     let mut v = VersionState::load(&*dest, target, version)
         .await?
         .ok_or_else(|| not_built(config, target, version))?;
@@ -121,25 +133,41 @@ async fn ready_to_publish(
         if v.lost.is_none() {
             v.mark_lost(dest, &reason).await?;
         }
+        if force {
+            return Ok(Some(forced(target, version, &reason)));
+        }
         return Err(Error::Lost(format!(
             "version {version} of {target} cannot be published: {reason}, so it misses changes \
              made since; rebuild it with `walfill backfill {target}` (with version = \
-             \"{version}\" configured), or configure a new version"
+             \"{version}\" configured), or configure a new version; `--force` publishes it \
+             anyway, with the view marked stale"
         )));
     }
+    // How far the version must get: within the swap lag of the source, and
+    // no older than what readers see now.
+    let floor = match state::target_state(&*dest, target).await?.active {
+        Some(active) if active != version => VersionState::load(&*dest, target, &active)
+            .await?
+            .and_then(|a| a.applied_lsn),
+        _ => None,
+    };
     let max_lag = config.backfill.swap_max_lag_bytes;
     let lag = |applied: Option<walfill_core::Lsn>, now: walfill_core::Lsn| {
         now.checked_sub(applied.unwrap_or_default()).unwrap_or(0)
     };
+    let far_enough = |applied: Option<walfill_core::Lsn>, now| {
+        lag(applied, now) <= max_lag && floor.is_none_or(|f| applied.is_some_and(|a| a >= f))
+    };
     let now = current_wal_lsn(&source).await?;
-    if lag(v.applied_lsn, now) <= max_lag {
-        return Ok(());
+    if far_enough(v.applied_lsn, now) && v.last_error.is_none() {
+        return Ok(None);
     }
     tracing::info!(
         target,
         version,
         behind_bytes = lag(v.applied_lsn, now),
-        "the version is behind the source; catching it up before publishing it"
+        last_error = v.last_error.as_deref().unwrap_or(""),
+        "following the version up to the source before publishing it"
     );
     let name = format!("version:{target}:{version}");
     let what = format!("version {version} of {target}");
@@ -147,7 +175,21 @@ async fn ready_to_publish(
         Ok(()) => {
             let caught = catch_up_version(config, &source, dest, &mut v, cancel).await;
             lock::release(dest, &name).await?;
-            caught
+            match caught {
+                Ok(()) => Ok(None),
+                Err(e) if matches!(e.directive(), Directive::Manual) => {
+                    let reason = format!("it cannot follow its source: {}", e.describe());
+                    if force {
+                        return Ok(Some(forced(target, version, &reason)));
+                    }
+                    Err(Error::Lost(format!(
+                        "version {version} of {target} cannot be published: {reason}; readers \
+                         would see a view that never catches up. Rebuild it, or configure a new \
+                         version; `--force` publishes it anyway, with the view marked stale"
+                    )))
+                }
+                Err(e) => Err(e),
+            }
         }
         Err(Error::Busy(_)) => {
             // Another process (a running sync) applies it: wait for it.
@@ -156,15 +198,20 @@ async fn ready_to_publish(
                 let v = VersionState::load(&*dest, target, version)
                     .await?
                     .ok_or_else(|| Error::Request(format!("version {version} vanished")))?;
-                let behind = lag(v.applied_lsn, current_wal_lsn(&source).await?);
-                if behind <= max_lag {
-                    return Ok(());
+                let now = current_wal_lsn(&source).await?;
+                if far_enough(v.applied_lsn, now) {
+                    return Ok(None);
                 }
                 if started.elapsed() > LAG_WAIT {
                     return Err(Error::Busy(format!(
-                        "version {version} of {target} is {behind} bytes behind the source \
-                         (more than swap_max_lag_bytes = {max_lag}) and another walfill \
-                         process is applying it; try again when it has caught up"
+                        "version {version} of {target} is {} bytes behind the source (more \
+                         than swap_max_lag_bytes = {max_lag}, or behind the active version) \
+                         and another walfill process is applying it{}; try again when it has \
+                         caught up",
+                        lag(v.applied_lsn, now),
+                        v.last_error
+                            .map(|e| format!(" (its last error: {e})"))
+                            .unwrap_or_default()
                     )));
                 }
                 tokio::select! {
@@ -175,6 +222,18 @@ async fn ready_to_publish(
         }
         Err(e) => Err(e),
     }
+}
+
+/// Why a forced publication leaves the view stale, logged.
+fn forced(target: &str, version: &str, reason: &str) -> String {
+    tracing::warn!(
+        target,
+        version,
+        reason,
+        "publishing the version anyway (--force): the view is marked stale until a version \
+         that follows its source is published"
+    );
+    format!("version {version} was published with --force: {reason}")
 }
 
 /// Applies the stream to a version until it is within the swap lag.
@@ -204,11 +263,12 @@ async fn publish(
     version: &str,
     lock_timeout_ms: u64,
     kind: &str,
+    stale: Option<&str>,
 ) -> Result<()> {
     let mut attempt = 0;
     loop {
         attempt += 1;
-        match try_swap(dest, target, version, lock_timeout_ms, kind).await {
+        match try_swap(dest, target, version, lock_timeout_ms, kind, stale).await {
             Err(Error::Destination { source, .. })
                 if attempt < LOCK_ATTEMPTS
                     && source.code()
@@ -232,6 +292,7 @@ async fn try_swap(
     version: &str,
     lock_timeout_ms: u64,
     kind: &str,
+    stale: Option<&str>,
 ) -> Result<()> {
     let tx = dest
         .transaction()
@@ -409,12 +470,18 @@ async fn try_swap(
         .await
         .map_err(failed("recording the swap"))?;
     }
+    tx.execute(
+        "UPDATE walfill.targets SET stale = $2 WHERE target = $1",
+        &[&target, &stale],
+    )
+    .await
+    .map_err(failed("recording whether the view is stale"))?;
     state::record_event(
         &tx,
         target,
         Some(version),
         kind,
-        serde_json::json!({ "from": current, "to": version }),
+        serde_json::json!({ "from": current, "to": version, "stale": stale }),
     )
     .await?;
     failpoint::hit("swap.before_commit");

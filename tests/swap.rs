@@ -106,3 +106,79 @@ fn readers_never_error_nor_see_two_versions() {
     );
     db.exec(&format!("DROP OWNED BY {reader}; DROP ROLE {reader}"));
 }
+
+/// A rollback to a version that stopped following its source (a column it
+/// reads was dropped) is refused: published, it would never catch up.
+/// `--force` publishes it anyway and marks the view stale; a swap to a
+/// version that follows clears the mark.
+#[test]
+fn rollback_refuses_a_version_that_cannot_follow_its_source() {
+    let db = TestDb::new("swap_unfollow");
+    db.exec(
+        "CREATE TABLE policies (id int PRIMARY KEY, insured int, note text);
+         INSERT INTO policies SELECT g, g * 10, 'n' || g FROM generate_series(1, 200) g;",
+    );
+    let target = |version: &str, select: &str| {
+        format!(
+            "[[target]]\nname = \"pol\"\nsource = \"policies\"\nselect = \"{select}\"\n\
+             version = \"{version}\"\n"
+        )
+    };
+    let walfill = Walfill::new(&db, &target("v1", "id, insured, note"));
+    walfill.ok(&["setup"]);
+    walfill.ok(&["backfill", "pol"]);
+    db.exec(
+        "ALTER TABLE policies DROP COLUMN insured;
+         INSERT INTO policies SELECT g, 'n' || g FROM generate_series(201, 206) g;
+         UPDATE policies SET note = 'changed' WHERE id <= 3;",
+    );
+    let stopped = walfill.run(&["sync", "--once"]);
+    assert!(
+        !stopped.status.success(),
+        "v1 cannot follow the dropped column"
+    );
+    walfill.configure(&db, &target("v2", "id, note"));
+    walfill.ok(&["backfill", "pol"]);
+    assert_eq!(db.value("SELECT count(*) FROM pol").as_deref(), Some("206"));
+
+    let refused = walfill.run(&["rollback", "pol"]);
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(3), "{stderr}");
+    assert!(
+        stderr.contains("cannot be published: it cannot follow its source")
+            && stderr.contains("--force"),
+        "{stderr}"
+    );
+    assert_eq!(
+        db.value("SELECT active_version FROM walfill.targets")
+            .as_deref(),
+        Some("v2"),
+        "the view still shows v2"
+    );
+
+    walfill.ok(&["rollback", "pol", "--force"]);
+    assert_eq!(
+        db.value("SELECT active_version FROM walfill.targets")
+            .as_deref(),
+        Some("v1")
+    );
+    let status = walfill.ok(&["status", "--json"]);
+    let report: serde_json::Value = serde_json::from_str(&status).unwrap();
+    let v1 = report["versions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["version"] == "v1")
+        .unwrap()
+        .clone();
+    assert!(
+        v1["stale"].as_str().is_some_and(|s| s.contains("--force")),
+        "{v1}"
+    );
+    walfill.ok(&["swap", "pol", "v2"]);
+    assert_eq!(
+        db.value("SELECT stale IS NULL FROM walfill.targets")
+            .as_deref(),
+        Some("true")
+    );
+}

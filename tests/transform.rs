@@ -412,3 +412,64 @@ fn a_collation_the_destination_lacks_is_refused_where_it_matters() {
     passed.ok(&["backfill", "names_t"]);
     assert_view_matches_in(&src, &dest, "public.names_t", "names", select, None, "id");
 }
+
+/// A version built before the meaning of a transform was recorded (the
+/// first meaning) is flagged by `status` and `plan` where today's meaning
+/// gives other rows: a column it reads has a collation of its own, or a
+/// database sets a setting walfill pins now. A version built now is not.
+#[test]
+fn versions_built_under_an_earlier_meaning_are_flagged() {
+    let db = TestDb::new("tx_meaning");
+    db.exec(
+        "CREATE TABLE people (id int PRIMARY KEY, name text COLLATE \"C\", note text);
+         INSERT INTO people VALUES (1, 'émile', 'x');",
+    );
+    let walfill = Walfill::new(
+        &db,
+        &format!(
+            "{}\n{}",
+            target("by_name", "public.people", "id, upper(name) AS u", None),
+            target("by_note", "public.people", "id, note", None)
+        ),
+    );
+    walfill.ok(&["setup"]);
+    walfill.ok(&["backfill", "by_name"]);
+    walfill.ok(&["backfill", "by_note"]);
+    let flagged = |walfill: &Walfill| -> Vec<String> {
+        let status = walfill.ok(&["status", "--json"]);
+        let report: serde_json::Value = serde_json::from_str(&status).unwrap();
+        report["versions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|v| v["earlier_meaning"].is_string())
+            .map(|v| format!("{}: {}", v["target"], v["earlier_meaning"]))
+            .collect()
+    };
+    assert_eq!(
+        flagged(&walfill),
+        Vec::<String>::new(),
+        "versions built now"
+    );
+
+    db.exec("UPDATE walfill.versions SET meaning = NULL");
+    let found = flagged(&walfill);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert!(
+        found[0].contains("by_name") && found[0].contains("column name"),
+        "{found:?}"
+    );
+    let planned = walfill.ok(&["plan", "by_name"]);
+    assert!(
+        planned.contains("version v1: built under an earlier meaning of its transform"),
+        "{planned}"
+    );
+
+    db.exec(&format!(
+        "ALTER DATABASE {} SET transform_null_equals = on",
+        db.name
+    ));
+    let found = flagged(&walfill);
+    assert_eq!(found.len(), 2, "{found:?}");
+    assert!(found[1].contains("transform_null_equals"), "{found:?}");
+}

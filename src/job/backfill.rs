@@ -271,7 +271,15 @@ async fn run(
                     verify_before_swap(cx, dest, state).await?;
                 }
                 failpoint::hit("swap.start");
-                return swap::swap(cx.config, dest, &state.target, &state.version, cx.cancel).await;
+                return swap::swap(
+                    cx.config,
+                    dest,
+                    &state.target,
+                    &state.version,
+                    false,
+                    cx.cancel,
+                )
+                .await;
             }
             Phase::Active => {
                 tracing::info!(target = %state.target, version = %state.version, "already active; nothing to do");

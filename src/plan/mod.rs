@@ -14,6 +14,7 @@
 mod check;
 mod collation;
 mod dead;
+mod meaning;
 mod portable;
 mod projection;
 mod refresh;
@@ -23,6 +24,7 @@ mod verify;
 pub use check::{build, create_work_table, describe, unusable};
 pub use collation::{Collations, Mapping};
 pub use dead::DeadLetterSql;
+pub use meaning::{earlier as earlier_meaning, mentioned as mentioned_columns, MEANING};
 pub use sql::{chunk_seq, BatchSql};
 
 use walfill_core::sql::quote_ident;

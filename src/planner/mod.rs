@@ -114,6 +114,10 @@ pub struct Decision {
     /// into a replay (the table is younger than the archived WAL).
     #[serde(skip)]
     pub wait_may_help: bool,
+    /// Built versions of the target whose transform today's meaning would
+    /// evaluate otherwise, each with why.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub earlier_meaning: Vec<String>,
 }
 
 impl Decision {
@@ -128,6 +132,7 @@ impl Decision {
             source_lsn,
             archive: None,
             wait_may_help: false,
+            earlier_meaning: Vec::new(),
         }
     }
 
@@ -413,6 +418,7 @@ async fn decide_replay(config: &Config, source: &Client, plan: &Plan) -> Result<
         source_lsn,
         archive: None,
         wait_may_help: false,
+        earlier_meaning: Vec::new(),
     })
 }
 
@@ -514,6 +520,9 @@ pub fn print(target: &str, decision: &Decision, json: bool) -> Result<()> {
     }
     crate::say!("target {target}: {}", decision.path)?;
     crate::say!("  why: {}", decision.reason)?;
+    for flagged in &decision.earlier_meaning {
+        crate::say!("  {flagged}")?;
+    }
     if let Some(archive) = &decision.archive {
         crate::say!("  archive: {}", archive.describe())?;
     }
@@ -551,6 +560,24 @@ pub async fn plan(
     let def = crate::plan::Definition::from_config(target);
     let table = crate::plan::describe(&source, &def).await?;
     let plan = crate::plan::build(&dest, &def, table).await?;
-    let decision = decide_now(config, &source, &plan, cancel).await?;
+    let mut decision = decide_now(config, &source, &plan, cancel).await?;
+    if crate::state::require(&dest).await.is_ok() {
+        for v in crate::state::VersionState::list(&dest).await? {
+            let Some(desc) = v.source_desc.as_ref().filter(|_| v.target == name) else {
+                continue;
+            };
+            if !v.phase.is_live() {
+                continue;
+            }
+            let read = crate::plan::mentioned_columns(desc, &v.select_sql, v.filter_sql.as_deref());
+            if let Some(why) =
+                crate::plan::earlier_meaning(&source, &dest, v.meaning, desc, &read).await?
+            {
+                decision
+                    .earlier_meaning
+                    .push(format!("version {}: {why}", v.version));
+            }
+        }
+    }
     print(name, &decision, json)
 }

@@ -57,6 +57,20 @@ pub(super) async fn render(report: &Report, dest: &Client, leader: bool) -> Resu
 
     let mut f = Family::new(
         &mut out,
+        "view_stale",
+        "gauge",
+        "1 when a target's view shows a version that does not follow its source (published \
+         with --force).",
+    );
+    for v in report.versions.iter().filter(|v| v.active) {
+        f.sample(
+            "view_stale",
+            &[("target", &v.target), ("version", &v.version)],
+            if v.stale.is_some() { 1.0 } else { 0.0 },
+        );
+    }
+    let mut f = Family::new(
+        &mut out,
         "rows_copied",
         "gauge",
         "Rows stored by a version's snapshot copy.",

@@ -36,7 +36,10 @@ pub async fn require(client: &impl GenericClient) -> Result<()> {
                     EXISTS (SELECT FROM pg_attribute
                              WHERE attrelid = to_regclass('walfill.requests')
                                AND attname = 'scope' AND NOT attisdropped)
-                    AND to_regprocedure('walfill.chunk_sees(integer, bigint)') IS NOT NULL",
+                    AND to_regprocedure('walfill.chunk_sees(integer, bigint)') IS NOT NULL
+                    AND EXISTS (SELECT FROM pg_attribute
+                                 WHERE attrelid = to_regclass('walfill.targets')
+                                   AND attname = 'stale' AND NOT attisdropped)",
             &[],
         )
         .await

@@ -263,3 +263,11 @@ CREATE TABLE IF NOT EXISTS walfill.chunk_ranges (
     done               boolean     NOT NULL DEFAULT false,
     PRIMARY KEY (version_table, range_no)
 );
+
+-- Why the view shows a version that does not follow its source (published
+-- with --force), NULL when it does.
+ALTER TABLE walfill.targets ADD COLUMN IF NOT EXISTS stale text;
+
+-- The meaning of its transform a version was built under (see the README,
+-- "What a transform means"); NULL: built before meanings were recorded (1).
+ALTER TABLE walfill.versions ADD COLUMN IF NOT EXISTS meaning smallint;

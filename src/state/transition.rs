@@ -59,8 +59,9 @@ impl VersionState {
         tx.execute(
             "INSERT INTO walfill.versions (target, version, dest_schema, table_name,
                 source_table, select_sql, filter_sql, key_columns, phase, slot_name,
-                rows_estimated, source_relid, source_schema, source_name, source_desc)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'planned', $9, $10, $11, $12, $13, $14)",
+                rows_estimated, source_relid, source_schema, source_name, source_desc, meaning)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, 'planned', $9, $10, $11, $12, $13, $14,
+                     $15)",
             &[
                 &v.target,
                 &v.version,
@@ -76,6 +77,7 @@ impl VersionState {
                 &v.source.schema,
                 &v.source.name,
                 &desc,
+                &crate::plan::MEANING,
             ],
         )
         .await

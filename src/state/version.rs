@@ -207,6 +207,8 @@ pub struct VersionState {
     pub last_error: Option<String>,
     /// Why the version lost changes for good, if it did.
     pub lost: Option<String>,
+    /// The meaning of its transform it was built under (`crate::plan::MEANING`).
+    pub meaning: i16,
     /// The version's earlier table, which readers still see while it is
     /// rebuilt beside it.
     pub replaced_table: Option<String>,
@@ -226,7 +228,7 @@ const COLUMNS: &str = "target, version, dest_schema, table_name, source_table, s
     truncated_lsn, truncated_seq, last_error, created_at::text, swapped_at::text,
     updated_at::text, path, path_reason, replay_base, restart_lsn, replayed_lsn,
     source_relid, source_schema, source_name, source_desc, stream_desc, lease, lost,
-    replaced_table, replay_read_lsn, load_cursor";
+    replaced_table, replay_read_lsn, load_cursor, coalesce(meaning, 1)::smallint";
 
 impl VersionState {
     fn from_row(row: &Row) -> Result<VersionState> {
@@ -303,6 +305,7 @@ impl VersionState {
             replaced_table: row.get(36),
             replay_read_lsn: row.get(37),
             load_cursor: row.get(38),
+            meaning: row.get(39),
         })
     }
 

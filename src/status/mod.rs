@@ -69,6 +69,12 @@ pub struct VersionStatus {
     /// Seconds between a source commit and its apply, as of the last batch
     /// of the live stream applied.
     pub apply_lag_seconds: Option<f64>,
+    /// Why the view shows this version although it does not follow its
+    /// source (published with `--force`), if it does.
+    pub stale: Option<String>,
+    /// Why the version, built under an earlier meaning of its transform,
+    /// may hold other rows than a version built now would.
+    pub earlier_meaning: Option<String>,
 }
 
 /// What `status --json` prints.
@@ -122,7 +128,21 @@ pub async fn report(config: &Config) -> Result<Report> {
     let dest = db::connect(&config.destination, Role::Destination).await?;
     state::require(&dest).await?;
     let mut versions = Vec::new();
+    let mut legacy = Vec::new();
     for v in VersionState::list(&dest).await? {
+        if v.phase.is_live() && v.meaning < crate::plan::MEANING {
+            if let Some(desc) = &v.source_desc {
+                let read =
+                    crate::plan::mentioned_columns(desc, &v.select_sql, v.filter_sql.as_deref());
+                legacy.push((
+                    v.target.clone(),
+                    v.version.clone(),
+                    v.meaning,
+                    desc.clone(),
+                    read,
+                ));
+            }
+        }
         if v.phase != Phase::Retired {
             let holder = lock::holder_of(&dest, &format!("version:{}:{}", v.target, v.version))
                 .await?
@@ -140,6 +160,22 @@ pub async fn report(config: &Config) -> Result<Report> {
     }
     let (slots, warnings, near) = match db::connect(&config.source, Role::Source).await {
         Ok(source) => {
+            for (target, version, meaning, desc, read) in &legacy {
+                let why =
+                    crate::plan::earlier_meaning(&source, &dest, *meaning, desc, read).await?;
+                if let Some(v) = versions
+                    .iter_mut()
+                    .find(|v| &v.target == target && &v.version == version)
+                {
+                    if let Some(why) = &why {
+                        v.note = Some(match &v.note {
+                            Some(note) => format!("{why}; {note}"),
+                            None => why.clone(),
+                        });
+                    }
+                    v.earlier_meaning = why;
+                }
+            }
             let (slots, warnings) = read_slots(config, &source, &mut versions).await;
             (
                 slots,
@@ -162,7 +198,9 @@ pub async fn report(config: &Config) -> Result<Report> {
                     CASE WHEN v.phase IN ('copying', 'replaying') THEN v.throttled END,
                     (SELECT count(*) FROM walfill.dead_letters d
                       WHERE d.target = v.target AND d.version = v.version),
-                    v.apply_lag_seconds
+                    v.apply_lag_seconds,
+                    (SELECT t.stale FROM walfill.targets t
+                      WHERE t.target = v.target AND t.active_version = v.version)
                FROM walfill.versions v",
             &[],
         )
@@ -177,6 +215,16 @@ pub async fn report(config: &Config) -> Result<Report> {
             v.throttled = row.get(2);
             v.dead_letters = row.get(3);
             v.apply_lag_seconds = row.get(4);
+            v.stale = row.get(5);
+            if let Some(stale) = &v.stale {
+                v.note = Some(format!(
+                    "STALE view (it does not follow its source): {stale}{}",
+                    v.note
+                        .as_deref()
+                        .map(|n| format!("; {n}"))
+                        .unwrap_or_default()
+                ));
+            }
         }
     }
     let serving = dest
@@ -290,6 +338,8 @@ fn describe(v: VersionState, holder: Option<i32>) -> VersionStatus {
         throttled: None,
         dead_letters: 0,
         apply_lag_seconds: None,
+        stale: None,
+        earlier_meaning: None,
         slot: v.slot_name,
         target: v.target,
         version: v.version,
@@ -326,6 +376,8 @@ fn unbuilt(target: &str, version: &str) -> VersionStatus {
         throttled: None,
         dead_letters: 0,
         apply_lag_seconds: None,
+        stale: None,
+        earlier_meaning: None,
     }
 }
 
