@@ -473,3 +473,25 @@ fn versions_built_under_an_earlier_meaning_are_flagged() {
     assert_eq!(found.len(), 2, "{found:?}");
     assert!(found[1].contains("transform_null_equals"), "{found:?}");
 }
+
+/// Float functions of the platform's math library (`exp`, `ln`, `power`,
+/// trigonometry) may differ in the last bit between two servers of the same
+/// version: a copy never evaluates them on the source.
+#[test]
+fn math_library_functions_are_evaluated_in_the_destination() {
+    let db = TestDb::new("tx_libm");
+    db.exec(
+        "CREATE TABLE m (id int PRIMARY KEY, x float8);
+         INSERT INTO m SELECT g, g / 7.0 FROM generate_series(1, 100) g;",
+    );
+    let walfill = Walfill::new(&db, &target("m_exp", "public.m", "id, exp(x) AS e", None));
+    walfill.ok(&["setup"]);
+    let out = walfill.run(&["backfill", "m_exp"]);
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{log}");
+    assert!(
+        log.contains("transform_on=\"destination\"") && log.contains("exp(double precision)"),
+        "{log}"
+    );
+    assert_view_matches(&db, "public.m_exp", "m", "id, exp(x) AS e", None, "id");
+}

@@ -453,6 +453,7 @@ mod tests {
             key: vec!["tenant".into(), "id".into()],
             estimated_rows: 0,
             estimated_from_size: false,
+            encoding: None,
         }
     }
 

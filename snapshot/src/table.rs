@@ -154,6 +154,10 @@ pub struct SourceTable {
     /// columns' typical width.
     #[serde(default)]
     pub estimated_from_size: bool,
+    /// The source database's encoding (`UTF8`...), where the description
+    /// records it.
+    #[serde(default)]
+    pub encoding: Option<String>,
 }
 
 impl SourceTable {
@@ -198,7 +202,8 @@ impl SourceTable {
                         (SELECT coalesce(sum(CASE WHEN a.attlen > 0 THEN a.attlen ELSE 32 END),
                                          0)::float8
                            FROM pg_attribute a
-                          WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped)
+                          WHERE a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped),
+                        getdatabaseencoding()::text
                    FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
                   WHERE c.oid = $1",
                 &[&oid],
@@ -222,6 +227,7 @@ impl SourceTable {
         let (estimated_rows, estimated_from_size) =
             estimate_rows(row.get(3), row.get(7), row.get(8), row.get(9), row.get(10));
         let persistence: String = row.get(4);
+        let encoding: String = row.get(11);
         if relkind != "r" {
             let what = match relkind.as_str() {
                 "p" => "a partitioned table (name one of its partitions)",
@@ -370,6 +376,7 @@ impl SourceTable {
             key,
             estimated_rows,
             estimated_from_size,
+            encoding: Some(encoding),
         })
     }
 

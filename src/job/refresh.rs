@@ -10,11 +10,14 @@
 //! one committed after C wins. Then every live key the source no longer
 //! has (under the same snapshot) becomes a tombstone at `(C, 0)`.
 //!
-//! One race is left to close: a TRUNCATE applied by the stream between a
-//! chunk's reading of the version's TRUNCATE watermark and its commit
-//! would miss the chunk's new keys. So once every chunk is stored, the
-//! refresh waits for the stream to pass a position after its last commit,
-//! and deletes again what is older than the watermark then.
+//! Each chunk is stored against the version's TRUNCATE watermark as it is
+//! when the chunk is stored (a TRUNCATE the stream applied since the refresh
+//! began removes the chunk's older rows). One race is left to close: a
+//! TRUNCATE applied by the stream between a chunk's reading of the
+//! watermark and its commit would miss the chunk's new keys. So once every
+//! chunk is stored, the refresh waits for the stream to pass a position
+//! after its last commit, and deletes again what is older than the
+//! watermark then.
 
 use std::time::Duration;
 
@@ -124,7 +127,15 @@ pub async fn refresh(
                 .transaction()
                 .await
                 .map_err(|e| Error::destination("starting a refresh chunk", e))?;
-            let stored = store.store(&tx, &mut batch, v.truncated).await?;
+            // The TRUNCATE watermark as the stream has it now: a TRUNCATE
+            // applied since the refresh began removes this chunk's older rows
+            // at once, not only at `settle_truncate` (which still closes the
+            // window of the chunk's own transaction).
+            let truncated = VersionState::load(&tx, target, &version)
+                .await?
+                .and_then(|now| now.truncated)
+                .max(v.truncated);
+            let stored = store.store(&tx, &mut batch, truncated).await?;
             tx.commit()
                 .await
                 .map_err(|e| Error::destination("committing a refresh chunk", e))?;

@@ -218,11 +218,10 @@ const INSENSITIVE: &[&str] = &[
     "jsonb_build_array",
 ];
 
-/// What the transform whose stored query tree is `tree` does under the
-/// destination's default collation that depends on which collation it is:
-/// each such operation as the function it calls (`upper`, `text_lt`...),
-/// or `GREATEST/LEAST`, or a row comparison.
-async fn default_sensitive(dest: &Client, tree: &str) -> Result<Vec<String>> {
+/// The operations of stored query tree `tree` that take the default
+/// collation (`:inputcollid 100`): the functions and operators they call,
+/// and the ones named by kind (`GREATEST/LEAST`, a row comparison).
+fn default_collated(tree: &str) -> (Vec<u32>, Vec<u32>, Vec<String>) {
     let mut functions: Vec<u32> = Vec::new();
     let mut operators: Vec<u32> = Vec::new();
     let mut named: Vec<String> = Vec::new();
@@ -241,7 +240,7 @@ async fn default_sensitive(dest: &Client, tree: &str) -> Result<Vec<String>> {
                 .parse()
                 .ok()
         };
-        if kind == "ROWCOMPAREEXPR" && segment.contains(":inputcollids (o") {
+        if kind == "ROWCOMPAREEXPR" {
             let list = segment
                 .split(":inputcollids (o")
                 .nth(1)
@@ -264,6 +263,15 @@ async fn default_sensitive(dest: &Client, tree: &str) -> Result<Vec<String>> {
             },
         }
     }
+    (functions, operators, named)
+}
+
+/// What the transform whose stored query tree is `tree` does under the
+/// destination's default collation that depends on which collation it is:
+/// each such operation as the function it calls (`upper`, `text_lt`...),
+/// or `GREATEST/LEAST`, or a row comparison.
+async fn default_sensitive(dest: &Client, tree: &str) -> Result<Vec<String>> {
+    let (functions, operators, mut named) = default_collated(tree);
     if !functions.is_empty() || !operators.is_empty() {
         let rows = dest
             .query(
@@ -325,4 +333,33 @@ pub(super) async fn sensitive_uses(
          version), or give the expression an explicit COLLATE",
         uses.join(", ")
     )))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn finds_the_operations_under_the_default_collation() {
+        let tree = "({QUERY :targetList ({TARGETENTRY :expr {FUNCEXPR :funcid 871 \
+                    :funcresulttype 25 :funccollid 100 :inputcollid 100 :args ({VAR :varno 1 \
+                    :varattno 2 :vartype 25 :varcollid 100})} :resname u} {TARGETENTRY :expr \
+                    {OPEXPR :opno 664 :opfuncid 740 :opcollid 0 :inputcollid 950 :args ()} \
+                    :resname c} {TARGETENTRY :expr {MINMAXEXPR :minmaxtype 25 :minmaxcollid 100 \
+                    :inputcollid 100 :op 0 :args ()} :resname g})})";
+        let (functions, operators, named) = default_collated(tree);
+        assert_eq!(functions, [871], "upper() under the default, not < under C");
+        assert!(operators.is_empty());
+        assert_eq!(named, ["GREATEST/LEAST"]);
+    }
+
+    proptest! {
+        /// Whatever text the server's trees hold (names, constants), the
+        /// scan never panics.
+        #[test]
+        fn never_panics_on_any_text(tree in ".{0,300}") {
+            let _ = default_collated(&tree);
+        }
+    }
 }

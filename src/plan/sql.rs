@@ -633,8 +633,9 @@ impl Plan {
     /// 1-byte ones; the test
     /// `toast::values_of_twenty_bytes_are_never_stored_out_of_line` shows
     /// the server's floor). `octet_length` is the raw length, so a value
-    /// compressed in line counts as it was. Values of other types count if
-    /// not null.
+    /// compressed in line counts as it was, and text is measured in the
+    /// source's encoding (`convert_to`), which may take more bytes for it
+    /// than the destination's. Values of other types count if not null.
     fn may_be_toasted(&self, alias: &str) -> String {
         const TEXT_LIKE: [u32; 4] = [25, 1042, 1043, 17]; // text, bpchar, varchar, bytea
         let tests: Vec<String> = self
@@ -646,8 +647,22 @@ impl Plan {
                     .source
                     .column(&h.source)
                     .is_some_and(|c| TEXT_LIKE.contains(&c.type_oid));
+                // Bytes as the source stores them: in its encoding.
+                let text = self
+                    .source
+                    .column(&h.source)
+                    .is_some_and(|c| [25, 1043].contains(&c.type_oid));
+                let bytes = match self.source.encoding.as_deref() {
+                    Some(encoding) if encoding != "SQL_ASCII" && text => {
+                        format!(
+                            "octet_length(convert_to({value}, {}))",
+                            quote_literal(encoding)
+                        )
+                    }
+                    _ => format!("octet_length({value})"),
+                };
                 match text_like {
-                    true => format!("octet_length({value}) > {SHORT_INLINE}"),
+                    true => format!("{bytes} > {SHORT_INLINE}"),
                     false => format!("{value} IS NOT NULL"),
                 }
             })

@@ -46,6 +46,7 @@ fn plan() -> Plan {
             key: vec!["id".into()],
             estimated_rows: 0,
             estimated_from_size: false,
+            encoding: None,
         },
         key: vec!["id".into()],
         outputs: vec![OutputColumn {
