@@ -7,6 +7,8 @@
 # Then the decoder oracle and the replay and snapshot tests run again on
 # PostgreSQL 16, 17 and 18 (clusters of their own, from npm's embedded
 # PostgreSQL package); with --all-versions, every integration test does.
+# Last, the fuzz targets in fuzz/ are type-checked and their harnesses run
+# over their seeds.
 #
 #   scripts/test.sh [--all-versions] [nextest arguments...]
 #
@@ -27,6 +29,9 @@ command -v cargo >/dev/null || die "cargo not found: install a Rust toolchain"
 # How much of PostgreSQL's regression suite a full run decodes (the whole
 # suite: scripts/regress-oracle.sh).
 REGRESS_FILES="${WALFILL_REGRESS_FILES:-60}"
+# How long a full run fuzzes each fuzz target with scripts/fuzz.sh (default
+# 0: the harnesses only run over their seeds, without the fuzzer).
+FUZZ_SECS="${WALFILL_FUZZ_SECS:-0}"
 
 # A one-off build gains nothing from incremental state, which would double
 # the size of the build directory.
@@ -70,6 +75,25 @@ if cargo nextest --version >/dev/null 2>&1; then
       "$WALFILL_ROOT/scripts/regress-oracle.sh" --tests "$REGRESS_FILES" --check --outcomes
     log "the status page of walfill serve in headless Chromium"
     "$WALFILL_ROOT/scripts/page-check.sh"
+    # fuzz/ is a workspace of its own, which nothing above builds. --locked:
+    # when replay/ gains a dependency, fuzz/Cargo.lock must be updated too
+    # (cargo update --manifest-path fuzz/Cargo.toml --workspace).
+    fuzz_build="$WALFILL_ROOT/target/fuzz-check"
+    log "type-checking the fuzz targets against the current replay crate"
+    CARGO_TARGET_DIR="$fuzz_build" \
+      cargo check --manifest-path "$WALFILL_ROOT/fuzz/Cargo.toml" --workspace --all-targets --locked
+    log "every fuzz harness over its seeds (the WAL fixtures and type vectors)"
+    rm -rf "$fuzz_build/seeds"
+    CARGO_TARGET_DIR="$fuzz_build" \
+      cargo run --quiet --manifest-path "$WALFILL_ROOT/fuzz/Cargo.toml" --locked \
+      -p walfill-fuzz-seedgen -- "$WALFILL_ROOT" "$fuzz_build/seeds"
+    # Fuzzing proper is opt-in: its instrumented release build of replay/
+    # and its dependencies takes several minutes on two cores.
+    if [ "$FUZZ_SECS" -gt 0 ]; then
+      log "each fuzz target for ${FUZZ_SECS}s (no sanitizer)"
+      CARGO_TARGET_DIR="$fuzz_build" FUZZ_SANITIZER=none \
+        "$WALFILL_ROOT/scripts/fuzz.sh" all "$FUZZ_SECS"
+    fi
   fi
 else
   cargo test --workspace --locked --no-fail-fast "$@"

@@ -9,13 +9,23 @@
 //!
 //! # What is checked
 //!
-//! Besides "no panic": [`output`] and [`output_into`] agree, and on error
-//! `output_into` leaves the buffer as it was, as documented.
+//! Besides "no panic", with each input printed in the [`Dialect`] of every
+//! supported major version:
+//!
+//! - [`output`] (PostgreSQL 15's text) and [`output_into`] in the default
+//!   dialect agree;
+//! - on error, `output_into` leaves the buffer as it was, as documented;
+//! - the dialect changes only the text of valid values, never whether a
+//!   value prints or the error it gives, and where a later version's text
+//!   differs from 15's it holds an `infinity` (from 17 an interval whose
+//!   fields are all at their extreme is infinite, the only difference
+//!   [`Dialect`] documents).
 
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
-use walfill_replay::types::{output, output_into, BaseType, TypeInfo};
+use walfill_replay::types::{output, output_into, BaseType, Dialect, TypeError, TypeInfo};
+use walfill_replay::wal::PgMajor;
 
 /// OIDs given to the domains, arrays of domains and the enum of the table
 /// (arbitrary: no output depends on them).
@@ -117,16 +127,17 @@ pub fn run(data: &[u8]) {
     print(ty, datum);
 }
 
-/// Prints `datum` as `ty` both ways and checks they agree.
+/// The dialects the harness prints in: one per supported major version.
+const MAJORS: [PgMajor; 4] = [PgMajor::Pg15, PgMajor::Pg16, PgMajor::Pg17, PgMajor::Pg18];
+
+/// Prints `datum` as `ty` with [`output`] and with [`output_into`] in every
+/// dialect, and checks that they agree.
 pub fn print(ty: &TypeInfo, datum: &[u8]) {
-    const PREFIX: &str = "prefix|";
     let direct = output(ty, datum);
-    let mut buf = String::from(PREFIX);
-    let appended = output_into(ty, datum, &mut buf);
-    match (&direct, &appended) {
-        (Ok(text), Ok(())) => assert_eq!(
-            buf.strip_prefix(PREFIX),
-            Some(text.as_str()),
+    let default = append(ty, datum, Dialect::default());
+    match (&direct, &default) {
+        (Ok(text), Ok(appended)) => assert_eq!(
+            appended, text,
             "output and output_into differ for type {}",
             ty.oid
         ),
@@ -136,16 +147,106 @@ pub fn print(ty: &TypeInfo, datum: &[u8]) {
                 "output and output_into fail differently for type {}",
                 ty.oid
             );
-            assert_eq!(
-                buf, PREFIX,
-                "output_into changed the buffer on error (type {})",
-                ty.oid
-            );
             let _ = a.to_string();
         }
         _ => panic!(
-            "output gave {direct:?} but output_into {appended:?} for type {}",
+            "output gave {direct:?} but output_into {default:?} for type {}",
             ty.oid
         ),
+    }
+    let mut seen = vec![Dialect::default()];
+    for major in MAJORS {
+        let dialect = Dialect::of(major);
+        if seen.contains(&dialect) {
+            continue;
+        }
+        seen.push(dialect);
+        let other = append(ty, datum, dialect);
+        match (&default, &other) {
+            (Ok(text), Ok(other_text)) => assert!(
+                text == other_text || other_text.contains("infinity"),
+                "{major:?} prints {other_text:?} where 15 prints {text:?} (type {}), \
+                 and no interval in it is infinite",
+                ty.oid
+            ),
+            (Err(a), Err(b)) => assert_eq!(
+                a, b,
+                "{major:?} fails differently from 15 for type {}",
+                ty.oid
+            ),
+            _ => panic!(
+                "15 gives {default:?} but {major:?} gives {other:?} for type {}",
+                ty.oid
+            ),
+        }
+    }
+}
+
+/// [`output_into`] onto a buffer that already holds text: returns what it
+/// appended, after checking that on error it left the buffer as it was.
+fn append(ty: &TypeInfo, datum: &[u8], dialect: Dialect) -> Result<String, TypeError> {
+    const PREFIX: &str = "prefix|";
+    let mut buf = String::from(PREFIX);
+    let result = output_into(ty, datum, dialect, &mut buf);
+    match result {
+        Ok(()) => match buf.strip_prefix(PREFIX) {
+            Some(text) => Ok(text.to_string()),
+            None => panic!(
+                "output_into changed the text before its own (type {}, {dialect:?})",
+                ty.oid
+            ),
+        },
+        Err(e) => {
+            assert_eq!(
+                buf, PREFIX,
+                "output_into changed the buffer on error (type {}, {dialect:?})",
+                ty.oid
+            );
+            Err(e)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The longest intervals, which PostgreSQL 17 prints as infinities, pass
+    /// the dialect check alone and inside an array.
+    #[test]
+    fn infinite_intervals_differ_only_by_dialect() {
+        for (time, days, months) in [
+            (i64::MAX, i32::MAX, i32::MAX),
+            (i64::MIN, i32::MIN, i32::MIN),
+        ] {
+            let mut datum = time.to_le_bytes().to_vec();
+            datum.extend_from_slice(&days.to_le_bytes());
+            datum.extend_from_slice(&months.to_le_bytes());
+            let interval = TypeInfo::base(BaseType::Interval);
+            let text = output(&interval, &datum).unwrap();
+            let mut infinite = String::new();
+            output_into(&interval, &datum, Dialect::of(PgMajor::Pg17), &mut infinite).unwrap();
+            assert_ne!(text, infinite);
+            assert!(infinite.ends_with("infinity"), "{infinite}");
+            run(&encode(TypeSel::Base(BaseType::Interval), &datum));
+            // A one-dimensional array without nulls: ndim, data offset (0),
+            // element type, length, lower bound, then the element.
+            let mut array: Vec<u8> = [1u32, 0, 1186, 1, 1]
+                .iter()
+                .flat_map(|n| n.to_le_bytes())
+                .collect();
+            array.extend_from_slice(&datum);
+            let array_type = &types()[usize::from(selector(TypeSel::Array(BaseType::Interval)))];
+            let mut infinite = String::new();
+            output_into(
+                array_type,
+                &array,
+                Dialect::of(PgMajor::Pg17),
+                &mut infinite,
+            )
+            .unwrap();
+            assert!(infinite.contains("infinity"), "{infinite}");
+            run(&encode(TypeSel::Array(BaseType::Interval), &array));
+        }
     }
 }

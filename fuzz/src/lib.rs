@@ -18,7 +18,7 @@
 //! | `wal_stream` | [`stream`]    | `WalDecoder` fed in arbitrary splits, every record through `interpret` |
 //! | `wal_record` | [`record`]    | `Record::parse` on one record, `interpret`, tuples of the events |
 //! | `tuple`      | [`tuple`]     | `deform`, `detoast_inline`, `decompress`, `decode_chunk`, `ToastChunks` |
-//! | `datum`      | [`datum`]     | `types::output` / `output_into` for every built-in type and arrays |
+//! | `datum`      | [`datum`]     | `types::output` / `output_into` for every built-in type and arrays, in every major version's dialect |
 //!
 //! [`known`] holds hand-made inputs for decoder discrepancies the
 //! `wal_stream` harness once found, with tests that they stay fixed.
