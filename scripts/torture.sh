@@ -1,9 +1,16 @@
 #!/usr/bin/env bash
 # The long randomized differential run: seeded random tables, workloads and
-# schema changes; versions built by snapshot, by replay from the table's
-# creation and by replay from a base snapshot, with kill -9 in every phase;
-# then every view compared with the transform of its source, row by row.
-# Larger than the suite's short run, with a transaction of a million rows.
+# schema changes; a transform drawn per run (collation-dependent text
+# functions, settings-dependent values, expressions that fail on some rows,
+# filters), databases of drawn locale providers and column collations, maybe
+# a separate destination, and settings of the databases and of walfill's
+# role; versions built by snapshot (the transform evaluated on the source or
+# in the destination), by replay from the table's creation and by replay
+# from a base snapshot, with kill -9 in every phase; then every view
+# compared with the transform of its source, row by row (the rows it fails
+# on are the expected dead letters), and walfill verify checked on the
+# right version and on wrong ones in every run. Larger than the suite's
+# short run, with a transaction of a million rows.
 #
 #   scripts/torture.sh [--runs N] [--minutes M] [--first-seed S] [--large-rows R]
 #

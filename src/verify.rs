@@ -145,12 +145,13 @@ pub async fn verify_version(
                 "the source table of {target} (OID {relid}) is gone; nothing to verify against"
             ))
         })?;
+    let (current, copied) = as_named_now(&source, &plan, relid).await?;
     let chunk = config.backfill.chunk_rows;
     // The key space as it is now: keys added while verify runs (an
     // increasing key under inserts) would keep it going for ever. Read
     // with the WAL position in the same snapshot: a key the version holds
     // from before it must be one the source has.
-    let text_keys = plan
+    let text_keys = current
         .key
         .iter()
         .map(|k| format!("{}::text", walfill_core::sql::quote_ident(k)))
@@ -161,7 +162,8 @@ pub async fn verify_version(
             &format!(
                 "SELECT (SELECT ARRAY[{text_keys}] FROM {source_table} ORDER BY {} DESC LIMIT 1),
                         pg_current_wal_insert_lsn()::text",
-                plan.key
+                current
+                    .key
                     .iter()
                     .map(|k| walfill_core::sql::quote_ident(k))
                     .collect::<Vec<_>>()
@@ -191,6 +193,7 @@ pub async fn verify_version(
                 &source,
                 dest,
                 &plan,
+                (&current, &copied),
                 &source_table,
                 after.as_deref(),
                 end,
@@ -241,7 +244,16 @@ pub async fn verify_version(
             }
         }
     }
-    let strays = strays(&source, dest, &plan, &source_table, start, chunk, cancel).await?;
+    let strays = strays(
+        &source,
+        dest,
+        (&plan, &current),
+        &source_table,
+        start,
+        chunk,
+        cancel,
+    )
+    .await?;
     if !strays.is_empty() {
         let shown: Vec<String> = strays.iter().take(10).map(|k| k.join(",")).collect();
         found.differences.push(format!(
@@ -274,6 +286,49 @@ pub async fn verify_version(
         found.unrecorded = found.failing.len() as u64 - recorded.max(0) as u64;
     }
     Ok(found)
+}
+
+/// `plan` with the source table's columns under their names now (read by
+/// attribute number from the table with OID `relid`): for the statements
+/// verify runs on the source. A column the version reads that is gone
+/// cannot be compared.
+async fn as_named_now(source: &Client, plan: &Plan, relid: u32) -> Result<(Plan, String)> {
+    let now = walfill_snapshot::SourceTable::describe_oid(source, relid).await?;
+    let mut current = plan.clone();
+    let mut copied = Vec::new();
+    for column in &mut current.source.columns {
+        let same = now
+            .column_by_attnum(column.attnum)
+            .filter(|c| c.type_oid == column.type_oid);
+        if same.is_none() && !plan.reads(&column.name) {
+            // Gone or retyped, and the transform never reads it.
+            if column.generated.is_none() {
+                copied.push(format!("NULL::{}", column.sql_type));
+            }
+            continue;
+        }
+        let named = same.ok_or_else(|| {
+            Error::SchemaChanged(format!(
+                "column {} of {} the version reads was dropped or retyped on the source; \
+                     verify compares a version with its source's columns as planned: {}",
+                column.name,
+                plan.source,
+                plan.rebuild_hint()
+            ))
+        })?;
+        if named.name != column.name {
+            for key in &mut current.key {
+                if *key == column.name {
+                    key.clone_from(&named.name);
+                }
+            }
+            column.name.clone_from(&named.name);
+        }
+        if column.generated.is_none() {
+            copied.push(walfill_core::sql::quote_ident(&column.name));
+        }
+    }
+    Ok((current, copied.join(", ")))
 }
 
 /// Compares the work table's rows (read at `lsn`) with the version's rows
@@ -337,7 +392,7 @@ async fn compare_range(
 async fn strays(
     source: &Client,
     dest: &Client,
-    plan: &Plan,
+    (plan, current): (&Plan, &Plan),
     source_table: &str,
     start: Lsn,
     chunk: u32,
@@ -347,7 +402,7 @@ async fn strays(
     let start_text = start.to_string();
     let (live, missing) = (
         plan.live_keys_sql(None),
-        plan.missing_keys_sql(source_table),
+        current.missing_keys_sql(source_table),
     );
     let mut after: Option<Vec<String>> = None;
     let mut candidates: Vec<Vec<String>> = Vec::new();
@@ -438,22 +493,32 @@ async fn read_range(
     source: &Client,
     dest: &Client,
     plan: &Plan,
+    (current, copied): (&Plan, &str),
     source_table: &str,
     after: Option<&[String]>,
     end: &[String],
     chunk: u32,
     cancel: &CancellationToken,
 ) -> Result<Option<(Vec<String>, Lsn, u64)>> {
-    let columns = plan.chunk_copy_columns();
-    let keys = plan
+    // The source is read by its columns' names now (a rename since the
+    // plan changes nothing: columns are the same attribute numbers), in the
+    // order of the work table's columns.
+    let columns = copied;
+    let quoted: Vec<String> = current
         .key
         .iter()
         .map(|k| walfill_core::sql::quote_ident(k))
+        .collect();
+    let keys = quoted.join(", ");
+    let descending = quoted.join(" DESC, ") + " DESC";
+    let text_keys = quoted
+        .iter()
+        .map(|k| format!("{k}::text"))
         .collect::<Vec<_>>()
         .join(", ");
-    let mut condition = format!(" WHERE {}", plan.keys_compare("<=", end));
+    let mut condition = format!(" WHERE {}", current.keys_compare("<=", end));
     if let Some(a) = after {
-        condition.push_str(&format!(" AND {}", plan.keys_after(a)));
+        condition.push_str(&format!(" AND {}", current.keys_after(a)));
     }
     let failed = |e| Error::source_query("reading a range to verify", e);
     source
@@ -477,11 +542,27 @@ async fn read_range(
         while let Some(piece) = stream.next().await {
             data.push(piece.map_err(failed)?);
         }
-        Ok::<_, Error>((lsn, data))
+        // The range's last key in the source's own order (the destination
+        // may order keys otherwise), in the same snapshot.
+        let last: Option<Vec<String>> = source
+            .query_opt(
+                &format!(
+                    "SELECT ARRAY[{text_keys}]::text[] FROM (SELECT {keys} FROM {source_table}\
+                     {condition} ORDER BY {keys} LIMIT {chunk}) AS r ORDER BY {descending} LIMIT 1"
+                ),
+                &[],
+            )
+            .await
+            .map_err(failed)?
+            .map(|r| r.get(0));
+        Ok::<_, Error>((lsn, data, last))
     }
     .await;
     let _ = source.batch_execute("COMMIT").await;
-    let (lsn, data) = result?;
+    let (lsn, data, last) = result?;
+    let Some(last) = last else {
+        return Ok(None);
+    };
     // A transaction after the read, so that the stream passes its position
     // even when the table sees no more changes (an idle stream does not
     // move the version's recorded position).
@@ -512,7 +593,10 @@ async fn read_range(
         .await
         .map_err(into)?;
     let sink = dest
-        .copy_in::<_, Bytes>(&format!("COPY pg_temp.{WORK_TABLE} ({columns}) FROM STDIN"))
+        .copy_in::<_, Bytes>(&format!(
+            "COPY pg_temp.{WORK_TABLE} ({}) FROM STDIN",
+            plan.chunk_copy_columns()
+        ))
         .await
         .map_err(into)?;
     futures_util::pin_mut!(sink);
@@ -520,24 +604,5 @@ async fn read_range(
         sink.send(piece).await.map_err(into)?;
     }
     let rows = sink.as_mut().finish().await.map_err(into)?;
-    if rows == 0 {
-        dest.batch_execute("COMMIT").await.map_err(into)?;
-        return Ok(None);
-    }
-    let last: Vec<String> = dest
-        .query_one(
-            &format!(
-                "SELECT ARRAY[{}]::text[] FROM pg_temp.{WORK_TABLE} ORDER BY {keys} DESC LIMIT 1",
-                plan.key
-                    .iter()
-                    .map(|k| format!("{}::text", walfill_core::sql::quote_ident(k)))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-            &[],
-        )
-        .await
-        .map_err(into)?
-        .get(0);
     Ok(Some((last, lsn, rows)))
 }

@@ -454,6 +454,7 @@ mod tests {
             estimated_rows: 0,
             estimated_from_size: false,
             encoding: None,
+            default_collation: None,
         }
     }
 

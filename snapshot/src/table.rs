@@ -117,6 +117,14 @@ const COLLATIONS: &str = "
                    WHERE datname = current_database()) AS db
      WHERE a.attrelid = $1 AND a.attnum > 0 AND NOT a.attisdropped AND a.attcollation <> 0";
 
+/// The database's default collation, described as a column's is.
+const DEFAULT_COLLATION: &str = "
+    SELECT d->>'datlocprovider', coalesce(d->>'datcollate', ''), coalesce(d->>'datctype', ''),
+           coalesce(d->>'datlocale', d->>'daticulocale', ''), coalesce(d->>'daticurules', ''),
+           coalesce(pg_database_collation_actual_version(oid), '')
+      FROM (SELECT oid, to_jsonb(pg_database) AS d FROM pg_database
+             WHERE datname = current_database()) AS db";
+
 /// `pg_class.relreplident`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -158,6 +166,10 @@ pub struct SourceTable {
     /// records it.
     #[serde(default)]
     pub encoding: Option<String>,
+    /// The source database's default collation, where the description
+    /// records it.
+    #[serde(default)]
+    pub default_collation: Option<SourceCollation>,
 }
 
 impl SourceTable {
@@ -276,6 +288,20 @@ impl SourceTable {
             })
             .collect::<Vec<_>>();
         let mut columns = columns;
+        let default_collation = client
+            .query_one(DEFAULT_COLLATION, &[])
+            .await
+            .map_err(|e| SnapshotError::query("reading the source database's collation", e))
+            .map(|r| SourceCollation {
+                name: None,
+                provider: r.get(0),
+                collate: r.get(1),
+                ctype: r.get(2),
+                locale: r.get(3),
+                rules: r.get(4),
+                deterministic: true,
+                version: r.get(5),
+            })?;
         for r in client
             .query(COLLATIONS, &[&oid])
             .await
@@ -377,6 +403,7 @@ impl SourceTable {
             estimated_rows,
             estimated_from_size,
             encoding: Some(encoding),
+            default_collation: Some(default_collation),
         })
     }
 

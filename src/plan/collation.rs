@@ -112,14 +112,15 @@ pub(super) async fn resolve(dest: &Client, table: &SourceTable) -> Result<Collat
             && c.deterministic
             && row.get::<_, String>(5) == c.version
     };
-    let mut found = Collations::default();
+    let mut found = Collations {
+        // Unknown for a description recorded before: as it always was.
+        same_default: table.default_collation.as_ref().is_none_or(ours),
+        ..Collations::default()
+    };
     for column in &table.columns {
         let Some(collation) = &column.collation else {
             continue;
         };
-        if collation.name.is_none() {
-            found.same_default = ours(collation);
-        }
         let mapping = match (&collation.name, ours(collation)) {
             (None, true) => Mapping::Default,
             _ => {
@@ -150,73 +151,17 @@ pub(super) async fn resolve(dest: &Client, table: &SourceTable) -> Result<Collat
             .columns
             .push((column.name.clone(), collation.clone(), mapping));
     }
-    if table.columns.iter().all(|c| c.collation.is_none()) {
-        // Nothing tells (no collatable column, or a description recorded
-        // before collations were read): the transform's constants compare
-        // as they always did.
-        found.same_default = true;
-    }
     Ok(found)
 }
 
-/// Functions that take a collation but give the same value under every
-/// deterministic one: they concatenate, measure, cut or compare bytes for
-/// equality.
-const INSENSITIVE: &[&str] = &[
-    "textcat",
-    "textanycat",
-    "anytextcat",
-    "texteq",
-    "textne",
-    "bpchareq",
-    "bpcharne",
-    "nameeqtext",
-    "texteqname",
-    "textlen",
-    "textoctetlen",
-    "bpcharlen",
-    "bpcharoctetlen",
-    "length",
-    "char_length",
-    "character_length",
-    "octet_length",
-    "bit_length",
-    "md5",
-    "sha224",
-    "sha256",
-    "sha384",
-    "sha512",
-    "substr",
-    "substring",
-    "text_substr",
-    "text_substr_no_len",
-    "left",
-    "right",
-    "concat",
-    "concat_ws",
-    "replace",
-    "repeat",
-    "lpad",
-    "rpad",
-    "btrim",
-    "ltrim",
-    "rtrim",
-    "reverse",
-    "split_part",
-    "quote_literal",
-    "quote_nullable",
-    "quote_ident",
-    "format",
-    "ascii",
-    "encode",
-    "convert_to",
-    "to_json",
-    "to_jsonb",
-    "json_build_object",
-    "jsonb_build_object",
-    "json_build_array",
-    "jsonb_build_array",
-];
+/// Functions whose result depends on the collation they are given, by
+/// name: comparisons and sorting (`text_lt`, `bttextcmp`, `text_larger`...),
+/// case (`upper`, `lower`, `initcap`, `casefold`), pattern matching (`LIKE`,
+/// `ILIKE`, `SIMILAR`, regular expressions). Every other function a
+/// collation is passed to (because a text argument has one) gives the same
+/// value under every deterministic collation.
+const SENSITIVE: &str = "^(text|bpchar|name|bttext|btbpchar|btname|btnametext|bttextname)_?\
+    (lt|le|gt|ge|larger|smaller|cmp)|like|regex|similar|^(upper|lower|initcap|casefold)$";
 
 /// The operations of stored query tree `tree` that take the default
 /// collation (`:inputcollid 100`): the functions and operators they call,
@@ -278,9 +223,9 @@ async fn default_sensitive(dest: &Client, tree: &str) -> Result<Vec<String>> {
                 "SELECT DISTINCT p.proname::text FROM pg_proc p
                   WHERE (p.oid = ANY($1)
                      OR p.oid IN (SELECT oprcode FROM pg_operator WHERE oid = ANY($2)))
-                    AND NOT p.proname = ANY($3)
+                    AND p.proname ~ $3
                   ORDER BY 1",
-                &[&functions, &operators, &INSENSITIVE],
+                &[&functions, &operators, &SENSITIVE],
             )
             .await
             .map_err(|e| Error::destination("reading the transform's functions", e))?;

@@ -14,6 +14,9 @@ use walfill_snapshot::Projection;
 use super::sql::FENCE;
 use super::{Plan, RESERVED_PREFIX};
 
+/// The alias of the derived row beside the source row.
+const DERIVED: &str = "_walfill_derived";
+
 impl Plan {
     /// The select list the source evaluates over each row of a chunk: the
     /// version table's columns, in order, up to its version columns.
@@ -24,12 +27,14 @@ impl Plan {
         let (select, join) = match self.passes() {
             None => (format!("{}{hidden}", self.def.select), String::new()),
             Some(passes) => {
-                let outputs = self.outputs_from(&a, "t");
+                // The derived row's alias is walfill's own: the source table
+                // (aliased by its name) may be called `t`.
+                let outputs = self.outputs_from(&a, DERIVED);
                 (
-                    format!("{outputs}{hidden}, t.{RESERVED_PREFIX}live IS NULL"),
+                    format!("{outputs}{hidden}, {DERIVED}.{RESERVED_PREFIX}live IS NULL"),
                     format!(
                         " LEFT JOIN LATERAL (SELECT true AS {RESERVED_PREFIX}live, {} \
-                         WHERE {passes} {FENCE}) AS t ON true",
+                         WHERE {passes} {FENCE}) AS {DERIVED} ON true",
                         self.def.select
                     ),
                 )

@@ -517,18 +517,39 @@ impl Plan {
             (None, None)
         } else {
             // Per-row probes by key (see `stored_is_older` for why not a join).
+            // A key whose last change the transform failed on (a dead letter)
+            // has no value stored beside a row: its dead letter kept the
+            // whole source row, which gives it.
+            let dead_key = format!(
+                "ARRAY[{}]::text[]",
+                self.key
+                    .iter()
+                    .enumerate()
+                    .map(|(i, k)| format!(
+                        "coalesce(r._walfill_fk_{i}, r.{})::text",
+                        quote_ident(k)
+                    ))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
             let sets = self
                 .hidden
                 .iter()
                 .map(|h| {
                     format!(
                         "{src} = CASE WHEN {name} = ANY(r._walfill_unchanged) \
-                         THEN (SELECT s.{col} FROM {table} AS s WHERE ({s}) = ({fill_key})) \
+                         THEN coalesce((SELECT s.{col} FROM {table} AS s WHERE ({s}) = ({fill_key})), \
+                           (SELECT (jsonb_populate_record(NULL::pg_temp.{WORK_TABLE}, d.source_row)).{src} \
+                              FROM walfill.dead_letters AS d \
+                             WHERE d.target = {target} AND d.version = {version} \
+                               AND d.key = {dead_key})) \
                          ELSE r.{src} END",
                         src = quote_ident(&h.source),
                         name = quote_literal(&h.source),
                         col = quote_ident(&h.column),
                         s = self.keys_of("s"),
+                        target = quote_literal(&self.def.target),
+                        version = quote_literal(&self.def.version),
                     )
                 })
                 .collect::<Vec<_>>()

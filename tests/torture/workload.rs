@@ -58,6 +58,9 @@ pub struct Table {
     pub next_key: i64,
     /// Counter for new column names.
     pub added: u32,
+    /// The collation the text column `a` is declared with (`None`: the
+    /// database's default), as SQL (`"C"`).
+    pub collation: Option<String>,
 }
 
 impl Table {
@@ -98,8 +101,13 @@ pub fn create(table: &Table) -> String {
         ""
     };
     let pk = if table.composite { "k, k2" } else { "k" };
+    let collate = table
+        .collation
+        .as_ref()
+        .map(|c| format!(" COLLATE {c}"))
+        .unwrap_or_default();
     format!(
-        "CREATE TABLE {} (k bigint NOT NULL{key2}, a text, b int, c numeric, d date, \
+        "CREATE TABLE {} (k bigint NOT NULL{key2}, a text{collate}, b int, c numeric, d date, \
          e timestamptz, f float8, g interval, h bytea, x int, PRIMARY KEY ({pk}))",
         table.quoted()
     )
@@ -230,7 +238,9 @@ pub fn transaction(client: &mut Client, table: &mut Table, rng: &mut Lcg, keys: 
     }
 }
 
-/// Sets session settings that change how values print and parse.
+/// Sets session settings that change how values print and parse (the
+/// statements' literals are written for `standard_conforming_strings = on`,
+/// which a database of the run may set otherwise).
 pub fn vary_settings(client: &mut Client, rng: &mut Lcg) {
     let date = ["ISO, MDY", "SQL, DMY", "German", "Postgres, YMD"][rng.below(4) as usize];
     let interval =
@@ -245,7 +255,7 @@ pub fn vary_settings(client: &mut Client, rng: &mut Lcg) {
     client
         .batch_execute(&format!(
             "SET DateStyle = '{date}'; SET IntervalStyle = '{interval}'; SET TimeZone = '{zone}'; \
-             SET extra_float_digits = {digits}"
+             SET extra_float_digits = {digits}; SET standard_conforming_strings = on"
         ))
         .expect("session settings");
 }

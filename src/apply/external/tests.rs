@@ -52,6 +52,7 @@ fn plan() -> Plan {
             estimated_rows: 0,
             estimated_from_size: false,
             encoding: None,
+            default_collation: None,
         },
         key: vec!["id".into()],
         outputs: vec![OutputColumn {
