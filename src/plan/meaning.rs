@@ -49,8 +49,8 @@ pub fn mentioned(table: &SourceTable, select: &str, filter: Option<&str>) -> Vec
 /// Why a version built under `meaning` from `recorded` (its source as
 /// described then), reading `referenced` columns, would hold other rows
 /// under today's meaning, if it might: a column it reads has a collation
-/// other than the destination's default, or a database or role sets a
-/// setting walfill pins now.
+/// other than the destination's default, or the database, or the role
+/// walfill connects as, sets a setting walfill pins now.
 pub async fn earlier(
     source: &Client,
     dest: &Client,
@@ -86,6 +86,8 @@ pub async fn earlier(
                         unnest(r.setconfig) AS s
                   WHERE r.setdatabase IN (0, (SELECT oid FROM pg_database
                                                WHERE datname = current_database()))
+                    AND r.setrole IN (0, (SELECT oid FROM pg_roles
+                                           WHERE rolname = session_user))
                     AND lower(split_part(s, '=', 1)) = ANY($1)
                   ORDER BY 1",
                 &[&PINNED_SINCE_2],
