@@ -4,23 +4,8 @@
 //! filter rejects never reach the select list; a row the transform fails on
 //! is a dead letter, never a stopped stream.
 
-use crate::support::service::Background;
+use crate::support::service::verify_followed as verify;
 use crate::support::{assert_view_matches, assert_view_matches_in, TestDb, Walfill};
-
-/// Runs `walfill verify TARGET` while a `sync` follows the version; its
-/// output, or its exit code and error output.
-fn verify(walfill: &Walfill, target: &str) -> Result<String, (Option<i32>, String)> {
-    let sync = Background::start(walfill, &["sync"]);
-    let out = walfill.run(&["verify", target]);
-    drop(sync);
-    match out.status.success() {
-        true => Ok(String::from_utf8_lossy(&out.stdout).into_owned()),
-        false => Err((
-            out.status.code(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )),
-    }
-}
 
 fn target(name: &str, source: &str, select: &str, filter: Option<&str>) -> String {
     format!(

@@ -4,7 +4,7 @@
 //! rows the transform fails on are expected absent, and keys are compared
 //! by key whatever order the destination's collation gives them.
 
-use crate::support::service::Background;
+use crate::support::service::verify_followed as verify;
 use crate::support::{assert_view_matches, TestDb, Walfill};
 
 fn target(name: &str, source: &str, select: &str) -> String {
@@ -12,21 +12,6 @@ fn target(name: &str, source: &str, select: &str) -> String {
         "[[target]]\nname = \"{name}\"\nsource = \"{source}\"\nselect = \"{select}\"\n\
          version = \"v1\"\n"
     )
-}
-
-/// `walfill verify TARGET` while a `sync` follows the version: `Ok(stdout)`
-/// or `Err((exit code, stderr))`.
-fn verify(walfill: &Walfill, target: &str) -> Result<String, (Option<i32>, String)> {
-    let sync = Background::start(walfill, &["sync"]);
-    let out = walfill.run(&["verify", target]);
-    drop(sync);
-    match out.status.success() {
-        true => Ok(String::from_utf8_lossy(&out.stdout).into_owned()),
-        false => Err((
-            out.status.code(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )),
-    }
 }
 
 /// Asserts `verify` reports a difference (exit 3) mentioning `what`.

@@ -26,4 +26,4 @@ pub use error::SnapshotError;
 pub use live::{LiveStream, StreamEvent};
 pub use rows::{ChunkRead, ChunkRows, CopyFormat, Piece, RowsSender};
 pub use suffix::RowSuffix;
-pub use table::{ReplicaIdentity, SourceCollation, SourceTable, TableColumn};
+pub use table::{ReplicaIdentity, SourceCollation, SourceTable, TableColumn, DEFAULT_COLLATION};

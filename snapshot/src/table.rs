@@ -118,7 +118,7 @@ const COLLATIONS: &str = "
      WHERE a.attrelid = $1 AND a.attnum > 0 AND NOT a.attisdropped AND a.attcollation <> 0";
 
 /// The database's default collation, described as a column's is.
-const DEFAULT_COLLATION: &str = "
+pub const DEFAULT_COLLATION: &str = "
     SELECT d->>'datlocprovider', coalesce(d->>'datcollate', ''), coalesce(d->>'datctype', ''),
            coalesce(d->>'datlocale', d->>'daticulocale', ''), coalesce(d->>'daticurules', ''),
            coalesce(pg_database_collation_actual_version(oid), '')

@@ -19,7 +19,7 @@
 
 use tokio_postgres::Client;
 use walfill_core::sql::quote_ident;
-use walfill_snapshot::{SourceCollation, SourceTable};
+use walfill_snapshot::{SourceCollation, SourceTable, DEFAULT_COLLATION};
 
 use crate::error::{Error, Result};
 
@@ -64,15 +64,6 @@ impl Collations {
     }
 }
 
-/// The destination database's default collation, described as the source's
-/// columns are.
-const DEFAULT: &str = "
-    SELECT d->>'datlocprovider', coalesce(d->>'datcollate', ''), coalesce(d->>'datctype', ''),
-           coalesce(d->>'datlocale', d->>'daticulocale', ''), coalesce(d->>'daticurules', ''),
-           coalesce(pg_database_collation_actual_version(oid), '')
-      FROM (SELECT oid, to_jsonb(pg_database) AS d FROM pg_database
-             WHERE datname = current_database()) AS db";
-
 /// The destination collation that is the same as the one described by the
 /// parameters (provider, collate, ctype, locale, rules, deterministic,
 /// version, preferred name), its own name first, then `pg_catalog`'s.
@@ -99,7 +90,10 @@ const MATCH: &str = "
 /// collatable column of `table`.
 pub(super) async fn resolve(dest: &Client, table: &SourceTable) -> Result<Collations> {
     let failed = |e| Error::destination("matching the source columns' collations", e);
-    let row = dest.query_one(DEFAULT, &[]).await.map_err(failed)?;
+    let row = dest
+        .query_one(DEFAULT_COLLATION, &[])
+        .await
+        .map_err(failed)?;
     let ours = |c: &SourceCollation| {
         let libc = c.provider == "c";
         let same = |a: &str, b: &str| a.replace('-', "").eq_ignore_ascii_case(&b.replace('-', ""));

@@ -241,3 +241,18 @@ pub fn wait_view_matches(
 fn filter_arg(filter: &str) -> Option<&str> {
     filter.strip_prefix(" WHERE ")
 }
+
+/// Runs `walfill verify TARGET` while a `sync` follows the version:
+/// `Ok(stdout)`, or `Err((exit code, stderr))`.
+pub fn verify_followed(walfill: &Walfill, target: &str) -> Result<String, (Option<i32>, String)> {
+    let sync = Background::start(walfill, &["sync"]);
+    let out = walfill.run(&["verify", target]);
+    drop(sync);
+    match out.status.success() {
+        true => Ok(String::from_utf8_lossy(&out.stdout).into_owned()),
+        false => Err((
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )),
+    }
+}
