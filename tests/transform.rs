@@ -4,7 +4,10 @@
 //! filter rejects never reach the select list; a row the transform fails on
 //! is a dead letter, never a stopped stream.
 
+use std::time::Duration;
+
 use crate::support::service::verify_followed as verify;
+use crate::support::service::{wait_for, Service};
 use crate::support::{assert_view_matches, assert_view_matches_in, TestDb, Walfill};
 
 fn target(name: &str, source: &str, select: &str, filter: Option<&str>) -> String {
@@ -314,6 +317,133 @@ fn a_poison_row_under_a_new_key_never_stops_the_stream() {
     db.exec("UPDATE stock SET qty = 4 WHERE id = 300; INSERT INTO stock VALUES (302, 5);");
     walfill.ok(&["sync", "--once"]);
     assert_view_matches(&db, "public.stock_per", "stock", select, None, "id");
+}
+
+/// Poison rows in a source transaction larger than the apply's memory
+/// bound: the transaction reaches the destination in pieces that share
+/// one destination transaction, and a poison row in an early piece (a new
+/// key and a stored one) is a dead letter there too; the transaction
+/// arrives whole and the stream goes on.
+#[test]
+fn a_poison_row_in_a_transaction_larger_than_the_memory_bound() {
+    let db = TestDb::new("tx_poison_big");
+    db.exec(
+        "CREATE TABLE stock (id int PRIMARY KEY, qty int, pad text);
+         INSERT INTO stock SELECT g, g, 'p' FROM generate_series(1, 50) g;",
+    );
+    let select = "id, 100 / qty AS per, pad";
+    let walfill = Walfill::new(
+        &db,
+        &format!(
+            "[backfill]\nallow_dead_letters = true\napply_memory_mb = 1\n\n{}",
+            target("stock_per", "public.stock", select, None)
+        ),
+    );
+    walfill.ok(&["setup"]);
+    walfill.ok(&["backfill", "stock_per"]);
+    // About 8 MiB of changes, the two poison rows first.
+    db.exec(
+        "BEGIN;
+         INSERT INTO stock VALUES (300, 0, 'new key');
+         UPDATE stock SET qty = 0 WHERE id = 7;
+         INSERT INTO stock SELECT g, g, repeat('x', 200) FROM generate_series(1000, 40999) g;
+         COMMIT;",
+    );
+    walfill.ok(&["sync", "--once"]);
+    assert_eq!(
+        db.value("SELECT string_agg(key[1], ',' ORDER BY key[1]) FROM walfill.dead_letters")
+            .as_deref(),
+        Some("300,7")
+    );
+    assert_view_matches(
+        &db,
+        "public.stock_per",
+        "stock",
+        select,
+        Some("qty <> 0"),
+        "id",
+    );
+    db.exec("UPDATE stock SET qty = 4 WHERE qty = 0; INSERT INTO stock VALUES (302, 5, '');");
+    walfill.ok(&["sync", "--once"]);
+    assert_view_matches(&db, "public.stock_per", "stock", select, None, "id");
+}
+
+/// A scoped refresh that copies a row the transform fails on keeps its key
+/// out of the version even where a row of the key is stored (drift): the
+/// copied row is dropped and its key tombstoned at the refresh's version,
+/// and a later fix at the source brings the key back.
+#[test]
+fn a_refresh_keeps_out_a_stored_key_whose_source_row_fails() {
+    let db = TestDb::new("tx_poison_refresh");
+    db.exec(
+        "CREATE TABLE stock (id int PRIMARY KEY, qty int);
+         INSERT INTO stock SELECT g, g % 10 FROM generate_series(1, 40) g;",
+    );
+    let select = "id, 100 / qty AS per";
+    let walfill = Walfill::new(
+        &db,
+        &format!(
+            "[backfill]\nallow_dead_letters = true\n\n[serve]\nlease_seconds = 3\n\
+             poll_seconds = 1\nretry_seconds = 1\narchiver = false\n\n{}",
+            target("stock_per", "public.stock", select, None)
+        ),
+    );
+    walfill.ok(&["setup"]);
+    walfill.ok(&["backfill", "stock_per"]);
+    assert_view_matches(
+        &db,
+        "public.stock_per",
+        "stock",
+        select,
+        Some("qty <> 0"),
+        "id",
+    );
+    // Behind walfill's back, two failing keys get rows.
+    db.exec(
+        "INSERT INTO public.stock_per__v1 (id, per, _walfill_lsn, _walfill_seq, _walfill_deleted) \
+         VALUES (10, 999, '0/1', 0, false), (20, 999, '0/1', 0, false)",
+    );
+    assert_eq!(
+        db.value("SELECT count(*) FROM public.stock_per WHERE per = 999")
+            .as_deref(),
+        Some("2")
+    );
+    let service = Service::start(&walfill, false, &[]);
+    let id = walfill
+        .ok(&["request", "stock_per", "--where", "id <= 25"])
+        .trim()
+        .to_string();
+    wait_for(
+        &db,
+        &format!("SELECT state = 'done' FROM walfill.requests WHERE id = {id}"),
+        Duration::from_secs(60),
+        "the scoped refresh to finish",
+        &[&service],
+    );
+    drop(service);
+    assert_view_matches(
+        &db,
+        "public.stock_per",
+        "stock",
+        select,
+        Some("qty <> 0"),
+        "id",
+    );
+    db.exec("UPDATE stock SET qty = 3 WHERE id = 10");
+    walfill.ok(&["sync", "--once"]);
+    assert_view_matches(
+        &db,
+        "public.stock_per",
+        "stock",
+        select,
+        Some("qty <> 0"),
+        "id",
+    );
+    assert_eq!(
+        db.value("SELECT per FROM public.stock_per WHERE id = 10")
+            .as_deref(),
+        Some("33")
+    );
 }
 
 /// A filter that guards the select list (`qty <> 0` before `100 / qty`)

@@ -10,11 +10,13 @@
 //! the error stops the job, as before.
 //!
 //! The pieces of a source transaction too large for the apply's memory
-//! bound are stored without a guard, so a poison row there stops the job as
-//! before: each savepoint that writes gives the destination transaction a
-//! subtransaction, and past 64 of them every snapshot taken on the
-//! destination must look subtransactions up (and the extra work per piece
-//! showed in the apply's memory bound under load).
+//! bound share one destination transaction. A savepoint that writes gives
+//! that transaction a subtransaction, and past 64 of them every snapshot
+//! taken on the destination must look subtransactions up; so a piece is
+//! checked instead: its transform runs over its rows under a savepoint that
+//! writes nothing (no subtransaction id), and only when that fails are its
+//! rows probed and the poison ones set aside, outside any savepoint. The
+//! piece's statements then run without one.
 
 use std::sync::atomic::{AtomicU8, Ordering};
 
@@ -59,18 +61,41 @@ impl Guard {
 const NONE: u8 = 1;
 const SOME: u8 = 2;
 
-/// Runs `statements` under a savepoint, then `then` (SQL without
+/// A copied chunk's version, and whether rows of its keys may be stored
+/// already (a refresh, the stream's rows beside a copy).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Copied {
+    pub(super) lsn: Lsn,
+    pub(super) seq: i32,
+    pub(super) stored: bool,
+}
+
+/// How a batch's statements are kept from failing on a poison row.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Guarding {
+    /// Under a savepoint: rolled back and run again without the poison
+    /// rows when they fail (a batch that commits on its own).
+    Savepoint,
+    /// Checked first by a statement that writes nothing (a piece of a large
+    /// source transaction; see the module's comment).
+    Check,
+}
+
+/// Runs `statements` guarded as `guarding` says, then `then` (SQL without
 /// parameters, sent with the savepoint's release); on a data error sets the
-/// failing rows aside and runs them again. `chunk`: the snapshot LSN of a
-/// copied chunk (its rows are dropped, not turned into deletes). Returns
+/// failing rows aside and runs them again. `chunk`: the version (snapshot
+/// LSN, seq) of a copied chunk (its failing rows are dropped, and their
+/// keys tombstoned at that version, not turned into deletes). Returns
 /// how many rows were set aside. The savepoint travels with the first
 /// statement and its release with `then`: no round trip of their own.
+#[allow(clippy::too_many_arguments)]
 pub(super) async fn run_guarded(
     dest: &Transaction<'_>,
     plan: &Plan,
     guard: &Guard,
+    guarding: Guarding,
     statements: &[(&str, &[&(dyn tokio_postgres::types::ToSql + Sync)])],
-    chunk: Option<Lsn>,
+    chunk: Option<Copied>,
     then: &str,
     context: &str,
 ) -> Result<u64> {
@@ -80,11 +105,34 @@ pub(super) async fn run_guarded(
             .known
             .store(if some { SOME } else { NONE }, Ordering::Relaxed);
     }
+    let failed = |e| Error::destination(context, e);
+    if guarding == Guarding::Check {
+        let (savepoint, check) = tokio::join!(
+            dest.batch_execute("SAVEPOINT walfill_check"),
+            dest.query_one(guard.sql.check.as_str(), &[])
+        );
+        let mut set_aside = 0;
+        match savepoint.and(check) {
+            Ok(_) => dest.batch_execute("RELEASE SAVEPOINT walfill_check").await,
+            Err(e) if is_data_error(&e) => {
+                dest.batch_execute("ROLLBACK TO SAVEPOINT walfill_check")
+                    .await
+                    .map_err(failed)?;
+                set_aside = quarantine(dest, plan, &guard.sql, chunk, &e, context).await?;
+                guard.known.store(SOME, Ordering::Relaxed);
+                Ok(())
+            }
+            Err(e) => Err(e),
+        }
+        .map_err(failed)?;
+        run_all(dest, statements).await.map_err(failed)?;
+        dest.batch_execute(then).await.map_err(failed)?;
+        return Ok(set_aside);
+    }
     let (savepoint, first) = tokio::join!(
         dest.batch_execute("SAVEPOINT walfill_batch"),
         run_all(dest, statements)
     );
-    let failed = |e| Error::destination(context, e);
     let error = match savepoint.and(first) {
         Ok(()) => {
             dest.batch_execute(&format!("RELEASE SAVEPOINT walfill_batch; {then}"))
@@ -123,7 +171,7 @@ async fn resolve(
     dest: &Transaction<'_>,
     plan: &Plan,
     sql: &str,
-    chunk: Option<Lsn>,
+    chunk: Option<Copied>,
 ) -> Result<bool> {
     let present: bool = dest
         .query_one(
@@ -134,7 +182,7 @@ async fn resolve(
         .map_err(|e| Error::destination("reading the dead letters", e))?
         .get(0);
     if present {
-        let lsn = chunk.unwrap_or_default().to_string();
+        let lsn = chunk.map(|c| c.lsn).unwrap_or_default().to_string();
         dest.execute(sql, &[&plan.def.target, &plan.def.version, &lsn])
             .await
             .map_err(|e| Error::destination("resolving dead letters", e))?;
@@ -147,7 +195,7 @@ async fn quarantine(
     dest: &Transaction<'_>,
     plan: &Plan,
     sql: &DeadLetterSql,
-    chunk: Option<Lsn>,
+    chunk: Option<Copied>,
     first_error: &tokio_postgres::Error,
     context: &str,
 ) -> Result<u64> {
@@ -189,7 +237,15 @@ async fn quarantine(
     } else {
         &sql.poison_change
     };
+    let tombstone = chunk
+        .filter(|c| c.stored)
+        .map(|c| plan.tombstone_copied_sql(c.lsn, c.seq));
     for (ctid, error) in &poison {
+        if let Some(tombstone) = &tombstone {
+            dest.execute(tombstone.as_str(), &[ctid])
+                .await
+                .map_err(|e| Error::destination("keeping a failing copied row's key out", e))?;
+        }
         let row = dest
             .query_one(statement.as_str(), &[ctid])
             .await
@@ -198,8 +254,10 @@ async fn quarantine(
         let source_row: Option<serde_json::Value> = row.get(1);
         let lsn: String = row
             .get::<_, Option<String>>(2)
-            .unwrap_or_else(|| chunk.unwrap_or_default().to_string());
-        let seq: i32 = row.get::<_, Option<i32>>(3).unwrap_or(0);
+            .unwrap_or_else(|| chunk.map(|c| c.lsn).unwrap_or_default().to_string());
+        let seq: i32 = row
+            .get::<_, Option<i32>>(3)
+            .unwrap_or_else(|| chunk.map(|c| c.seq).unwrap_or(0));
         dest.execute(
             "INSERT INTO walfill.dead_letters
                  (target, version, key, key_columns, lsn, seq, error, source_row)

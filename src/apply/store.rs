@@ -12,6 +12,7 @@ use walfill_snapshot::rows::escape_copy_field;
 use walfill_snapshot::{ChunkRead, ChunkRows, RowSuffix};
 
 use super::batch::{Batch, ChunkSnapshot, Writes};
+use super::dead::{Copied, Guarding};
 use super::fold::{Entry, Op};
 use crate::error::{Error, Result};
 use crate::plan::{BatchSql, Plan, WORK_TABLE};
@@ -130,15 +131,12 @@ impl Store {
         match std::mem::take(&mut batch.writes) {
             Writes::None => Ok(Stored::default()),
             Writes::Folded(mut fold) => {
-                // A piece of a large source transaction (no cursor) is not
-                // guarded: a savepoint per piece would give the destination
-                // transaction a subtransaction per piece (see `dead`).
-                let guard = batch.cursor.is_some();
-                self.store_entries(dest, fold.drain(), watermark, guard)
+                let piece = batch.cursor.is_none();
+                self.store_entries(dest, fold.drain(), watermark, piece)
                     .await
             }
             Writes::Merged(rows) => {
-                self.store_entries(dest, rows.into_iter(), watermark, true)
+                self.store_entries(dest, rows.into_iter(), watermark, false)
                     .await
             }
             Writes::Chunk {
@@ -242,8 +240,9 @@ impl Store {
             dest,
             &self.plan,
             &self.dead,
+            Guarding::Savepoint,
             &with_params,
-            Some(lsn),
+            Some(Copied { lsn, seq, stored }),
             "",
             "storing a chunk in the version's table",
         )
@@ -259,7 +258,7 @@ impl Store {
         dest: &DestTransaction<'_>,
         entries: impl Iterator<Item = (Vec<String>, Entry)>,
         watermark: Option<Version>,
-        guard: bool,
+        piece: bool,
     ) -> Result<Stored> {
         let mut outcome = Stored::default();
         let mut entries = entries.peekable();
@@ -371,27 +370,24 @@ impl Store {
             .map(|s| (s.as_str(), &params[..]))
             .collect();
         let then = format!("TRUNCATE pg_temp.{WORK_TABLE}");
-        if guard {
-            super::dead::run_guarded(
-                dest,
-                &self.plan,
-                &self.dead,
-                &with_params,
-                None,
-                &then,
-                context,
-            )
-            .await?;
+        // A piece of a large source transaction (no cursor) is checked
+        // rather than run under a savepoint (see `dead`).
+        let guarding = if piece {
+            Guarding::Check
         } else {
-            for (statement, params) in &with_params {
-                dest.execute(*statement, params)
-                    .await
-                    .map_err(|e| Error::destination(context, e))?;
-            }
-            dest.batch_execute(&then)
-                .await
-                .map_err(|e| Error::destination(context, e))?;
-        }
+            Guarding::Savepoint
+        };
+        super::dead::run_guarded(
+            dest,
+            &self.plan,
+            &self.dead,
+            guarding,
+            &with_params,
+            None,
+            &then,
+            context,
+        )
+        .await?;
         Ok(outcome)
     }
 }

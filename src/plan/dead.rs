@@ -3,12 +3,14 @@
 //!
 //! A row is probed alone, by its place in the work table; one that fails
 //! is turned into a delete (a change from the stream: stored as a
-//! tombstone at its version, so no older row of its key stays) or dropped
-//! (a row copied from a snapshot: nothing is stored for its key yet), and
+//! tombstone at its version, so no older row of its key stays) or, a row
+//! copied from a snapshot, dropped after a tombstone at the chunk's version
+//! keeps out what a refresh or an earlier attempt stored for its key; and
 //! recorded in `walfill.dead_letters` with its key, version, error and the
 //! source row, in the same transaction.
 
-use walfill_core::sql::quote_ident;
+use walfill_core::sql::{quote_ident, quote_literal};
+use walfill_core::Lsn;
 
 use super::sql::FENCE;
 use super::{Plan, WORK_TABLE};
@@ -20,10 +22,15 @@ pub struct DeadLetterSql {
     pub candidates: String,
     /// Runs the transform and filter over one row. Parameter: `$1` ctid text.
     pub probe: String,
+    /// Runs the transform and filter over every upsert of the work table,
+    /// writing nothing: fails as the batch's statements would on a poison
+    /// row. No parameters.
+    pub check: String,
     /// Turns a change into a delete; returns its key (text[]) and source
     /// row (jsonb), version LSN (text) and seq. Parameter: `$1` ctid text.
     pub poison_change: String,
     /// Drops a copied row; returns its key and source row. Parameter: `$1`.
+    /// (Its key is kept out by [`Plan::tombstone_copied_sql`] first.)
     pub poison_copied: String,
     /// Removes the dead letters of keys the batch writes anew (a newer
     /// version of the key was stored). Parameters: `$1` target, `$2`
@@ -35,6 +42,24 @@ pub struct DeadLetterSql {
 }
 
 impl Plan {
+    /// Stores a tombstone at a copied chunk's version `(lsn, seq)` for the
+    /// key of one of its rows (`$1`: ctid text) whose transform fails, where
+    /// what is stored for the key is older: a stored row of the key (a
+    /// refresh's, an earlier attempt's) is not left behind.
+    pub fn tombstone_copied_sql(&self, lsn: Lsn, seq: i32) -> String {
+        format!(
+            "INSERT INTO {table} AS s ({columns}) \
+             SELECT {keys}{hidden}, {lsn}::pg_lsn, {seq}, true FROM {rows} {conflict}",
+            table = self.staging_table(),
+            columns = self.insert_columns(true),
+            keys = self.keys_of(&self.alias()),
+            hidden = self.hidden_values(&self.alias()),
+            lsn = quote_literal(&lsn.to_string()),
+            rows = self.source_rows(" WHERE ctid = $1::text::tid"),
+            conflict = self.upsert_conflict(true),
+        )
+    }
+
     /// The dead-letter statements of this plan.
     pub fn dead_letter_sql(&self) -> DeadLetterSql {
         let work = format!("pg_temp.{WORK_TABLE}");
@@ -65,6 +90,11 @@ impl Plan {
             probe: format!(
                 "SELECT t::text FROM {work} AS m, LATERAL (SELECT {select} FROM {row}{passes} {FENCE}) AS t \
                  WHERE m.ctid = $1::text::tid"
+            ),
+            check: format!(
+                "SELECT count(t::text) FROM {work} AS m, \
+                 LATERAL (SELECT {select} FROM {row}{passes} {FENCE}) AS t \
+                 WHERE m._walfill_op = 'u'"
             ),
             poison_change: format!(
                 "UPDATE {work} AS m SET _walfill_op = 'd' WHERE m.ctid = $1::text::tid \

@@ -121,20 +121,33 @@ fn field(db: &TestDb, column: &str, version: &str) -> String {
 
 /// How the run with `seed` builds its version.
 fn kind(seed: u64) -> Kind {
-    // Every path in turn, whatever the generator does.
-    [Kind::Snapshot, Kind::ReplayCreation, Kind::ReplayBase][(seed % 3) as usize]
+    // Every path in turn, whatever the generator does; snapshots in five
+    // runs of eight, as only a copy can evaluate the transform on the
+    // source.
+    match seed % 8 {
+        1 | 5 => Kind::ReplayCreation,
+        6 => Kind::ReplayBase,
+        _ => Kind::Snapshot,
+    }
 }
 
 /// How a snapshot run with `seed` copies: `[backfill]` lines.
 fn copy(seed: u64) -> &'static str {
     // Snapshot runs alternate between the exported snapshot and chunks
     // (every other chunked run with two workers); a base snapshot comes
-    // from an exported one only.
-    match (kind(seed), (seed / 3) % 4) {
-        (Kind::Snapshot, 1) => "snapshot = \"chunked\"\n",
-        (Kind::Snapshot, 3) => "snapshot = \"chunked\"\nworkers = 2\n",
+    // from an exported one only, and keeps its rows as text (so the
+    // destination evaluates the transform): one exported copy in four
+    // writes one.
+    match (kind(seed), (seed / 8) % 8) {
+        (Kind::Snapshot, 0 | 2 | 4 | 6) => "snapshot = \"chunked\"\n",
+        (Kind::Snapshot, 1 | 5) => "snapshot = \"chunked\"\nworkers = 2\n",
         _ => "snapshot = \"exported\"\n",
     }
+}
+
+/// Whether the run with `seed` keeps base snapshots in the archive.
+fn base_snapshots(seed: u64) -> bool {
+    kind(seed) != Kind::Snapshot || (seed / 8) % 8 == 7
 }
 
 /// What the run with `seed` draws besides its workload.
@@ -142,7 +155,7 @@ pub fn draw(seed: u64, scale: Scale) -> Draw {
     Draw::new(
         seed,
         kind(seed) == Kind::Snapshot,
-        copy(seed).contains("chunked"),
+        base_snapshots(seed),
         scale.verify_every,
     )
 }
@@ -214,13 +227,17 @@ fn body(seed: u64, scale: Scale, out: &mut Outcome) -> Result<(), String> {
     };
     let filter = draw.transform.filter.as_deref();
     let select = draw.transform.select.as_str();
+    let bases = match base_snapshots(seed) {
+        true => "",
+        false => "base_snapshots = false\n",
+    };
     let source = toml_escape(&table.quoted());
     let section = |version: &str, select: &str| {
         let filter = filter
             .map(|f| format!("where = \"{}\"\n", toml_escape(f)))
             .unwrap_or_default();
         format!(
-            "[archive]\nurl = \"{}\"\nwait_seconds = 120\n\n[backfill]\nchunk_rows = 50\n{copy}\
+            "[archive]\nurl = \"{}\"\nwait_seconds = 120\n{bases}\n[backfill]\nchunk_rows = 50\n{copy}\
              {transform_on}apply_batch_changes = 100\napply_memory_mb = 1\n\
              replay_memory_mb = 0.02\nswap_max_lag_bytes = 262144\nallow_dead_letters = true\n\n\
              [[target]]\nname = \"tv\"\nsource = \"{source}\"\nselect = \"{}\"\n{filter}\

@@ -156,18 +156,19 @@ pub struct Draw {
 
 impl Draw {
     /// The draws of the run with `seed`; `snapshot`: the run builds its
-    /// version by a snapshot, `chunked`: in chunks (which may evaluate the
-    /// transform on the source); `verify_every`: every run checks `verify`
+    /// version by a snapshot, `bases`: one that keeps a base snapshot (so
+    /// the destination evaluates the transform); `verify_every`: every run checks `verify`
     /// (else one in two).
-    pub fn new(seed: u64, snapshot: bool, chunked: bool, verify_every: bool) -> Draw {
+    pub fn new(seed: u64, snapshot: bool, bases: bool, verify_every: bool) -> Draw {
         let mut rng = Lcg(seed.wrapping_mul(0xd1b5_4a32_d192_ed03) ^ 0x2545_f491_4f6c_dd1d);
         for _ in 0..4 {
             rng.below(2);
         }
         let composite = rng.below(3) == 0;
         let table_name = ["t", "items", "Src Rows"][rng.below(3) as usize];
-        // Most chunked copies draw a transform the source may evaluate.
-        let plain = chunked && rng.below(4) != 0;
+        // Most copies that may evaluate the transform on the source draw
+        // one the source may evaluate.
+        let plain = snapshot && !bases && rng.below(8) != 0;
         let transform = transform::draw(&mut rng, composite, plain);
         let source = Locale::ALL[rng.below(3) as usize];
         let destination = (rng.below(4) == 0).then(|| {
@@ -213,7 +214,7 @@ impl Draw {
                 });
             }
         }
-        let transform_on_destination = snapshot && rng.below(3) == 0;
+        let transform_on_destination = snapshot && rng.below(5) == 0;
         let retry = rng.below(3) == 0;
         let verify = verify_every || rng.below(2) == 0;
         let verify_chunk_rows = [100, 300, 1000][rng.below(3) as usize];
