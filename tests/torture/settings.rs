@@ -171,7 +171,9 @@ impl Draw {
         let plain = snapshot && !bases && rng.below(8) != 0;
         let transform = transform::draw(&mut rng, composite, plain);
         let source = Locale::ALL[rng.below(3) as usize];
-        let destination = (rng.below(4) == 0).then(|| {
+        // A separate destination of another provider never evaluates on the
+        // source: rarer where the draw is for the source.
+        let destination = (rng.below(if plain { 8 } else { 3 }) == 0).then(|| {
             // Another provider than the source's.
             let others: Vec<Locale> = Locale::ALL
                 .into_iter()
@@ -214,7 +216,7 @@ impl Draw {
                 });
             }
         }
-        let transform_on_destination = snapshot && rng.below(5) == 0;
+        let transform_on_destination = snapshot && rng.below(8) == 0;
         let retry = rng.below(3) == 0;
         let verify = verify_every || rng.below(2) == 0;
         let verify_chunk_rows = [100, 300, 1000][rng.below(3) as usize];
