@@ -177,7 +177,9 @@ pub enum Command {
     /// rollback, and ready) until interrupted.
     ///
     /// Ctrl-C (or SIGTERM) finishes the current batch, saves the position and
-    /// exits 0.
+    /// exits 0. SIGHUP reads the configuration again: versions of targets
+    /// added since are followed from then on (a file that does not load is
+    /// reported, and the running configuration stays).
     Sync {
         /// Targets to sync (default: all).
         targets: Vec<String>,
@@ -312,7 +314,9 @@ pub enum Command {
     /// point and the work resumes on the next start.
     ///
     /// HTTP (with --listen or `[serve] listen`): GET / (status page),
-    /// /health, /status, /metrics (Prometheus), /requests/ID; POST
+    /// /health (liveness), /ready (503 naming each built version nobody
+    /// follows, each part that keeps failing), /status, /metrics
+    /// (Prometheus), /requests/ID; POST
     /// /targets/TARGET/backfill, /targets/TARGET/pause, .../resume.
     Serve {
         /// Address and port of the HTTP endpoints, e.g. 127.0.0.1:8089

@@ -1,5 +1,6 @@
 //! The `walfill` command.
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
@@ -56,10 +57,10 @@ fn try_main(cli: Cli) -> Result<u8> {
         .thread_name("walfill")
         .build()
         .map_err(|e| Error::Internal(format!("cannot start the async runtime: {e}")))?;
-    runtime.block_on(run(cli.command, config))
+    runtime.block_on(run(cli.command, config, cli.config))
 }
 
-async fn run(command: Command, config: Option<Config>) -> Result<u8> {
+async fn run(command: Command, config: Option<Config>, path: PathBuf) -> Result<u8> {
     let cancel = CancellationToken::new();
     tokio::spawn(stop_on_signal(cancel.clone()));
     if let Command::Catalog { source } = &command {
@@ -164,7 +165,11 @@ async fn run(command: Command, config: Option<Config>) -> Result<u8> {
                 once,
                 shared: false,
             };
-            match job::sync(&config, &targets, &options, &cancel).await {
+            let synced = match once {
+                true => job::sync(&config, &targets, &options, &cancel).await,
+                false => sync_reloading(&path, config, &targets, &options, &cancel).await,
+            };
+            match synced {
                 Err(Error::Interrupted) | Ok(()) => {}
                 Err(e) => return Err(e),
             }
@@ -298,6 +303,64 @@ async fn serve_state(config: &Config) -> Result<tokio_postgres::Client> {
         ));
     }
     Ok(dest)
+}
+
+/// `walfill sync` until stopped, with the configuration at `path` read
+/// again on SIGHUP (as `serve` does): the versions of targets added since
+/// are followed from then on. A file that does not load, or that lacks a
+/// target named on the command line, is reported and the running
+/// configuration kept.
+async fn sync_reloading(
+    path: &std::path::Path,
+    mut config: Config,
+    targets: &[String],
+    options: &job::SyncOptions,
+    cancel: &CancellationToken,
+) -> Result<()> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut hangup = signal(SignalKind::hangup())
+        .map_err(|e| Error::Internal(format!("cannot catch SIGHUP: {e}")))?;
+    loop {
+        let reloaded = {
+            let run = cancel.child_token();
+            let sync = job::sync(&config, targets, options, &run);
+            tokio::pin!(sync);
+            let reloaded = loop {
+                tokio::select! {
+                    result = &mut sync => return result,
+                    _ = hangup.recv() => {}
+                }
+                match config::load(path) {
+                    Ok(new) => match new.select_targets(targets) {
+                        Ok(_) => break new,
+                        Err(e) => tracing::error!(
+                            error = %e,
+                            "the configuration was not reloaded; the running one stays in force"
+                        ),
+                    },
+                    Err(e) => tracing::error!(
+                        error = %e,
+                        "the configuration was not reloaded; the running one stays in force"
+                    ),
+                }
+            };
+            tracing::info!(
+                file = %path.display(),
+                targets = reloaded.targets.len(),
+                "configuration reloaded; following its versions"
+            );
+            run.cancel();
+            match sync.await {
+                Ok(()) | Err(Error::Interrupted) => {}
+                Err(e) => tracing::error!(error = %e.describe(), "sync stopped before the reload"),
+            }
+            reloaded
+        };
+        if cancel.is_cancelled() {
+            return Err(Error::Interrupted);
+        }
+        config = reloaded;
+    }
 }
 
 async fn stop_on_signal(cancel: CancellationToken) {

@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use crate::support::failover::Failover;
 use crate::support::foreign::{ForeignArchive, Mirror};
+use crate::support::service::Service;
 use crate::support::workload::{create_orders, orders_target, Writer, ORDERS_SELECT, ORDERS_WHERE};
 use crate::support::{assert_view_matches_in, TestDb, Walfill};
 
@@ -116,7 +117,7 @@ fn replay_from(kind: &str, named: bool) -> (TestDb, TestDb, Walfill, Arc<Foreign
 /// detected, read in every codec, and never written into.
 #[test]
 fn replay_from_a_flat_archive_folder() {
-    let (_src, _dest, walfill, archive) = replay_from("flat", false);
+    let (src, dest, walfill, archive) = replay_from("flat", false);
     let files = archive.files();
     for ext in [".gz", ".zst", ".lz4"] {
         assert!(
@@ -152,6 +153,48 @@ fn replay_from_a_flat_archive_folder() {
         "{stderr}"
     );
     assert_eq!(archive.files(), files, "wal-push wrote into the archive");
+
+    // `serve` leaves the archiving to the tool that fills the archive
+    // (`[serve] archiver = "auto"`, the default) instead of failing on it
+    // again and again; `archiver = true` over it is refused at start.
+    let serving = |archiver: &str| {
+        two_databases(
+            &src,
+            &dest,
+            &format!(
+                "[archive]\nurl = \"{}\"\n\n[serve]\npoll_seconds = 1\n{archiver}\n{}",
+                archive.url(),
+                orders_target("v1")
+            ),
+        )
+    };
+    let auto = serving("");
+    let mut service = Service::start(&auto, false, &[]);
+    let started = std::time::Instant::now();
+    while !service.log().contains("the archiver stays off") {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "no word of the archiver:\n{}",
+            service.log()
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    std::thread::sleep(Duration::from_secs(3));
+    let log = service.log();
+    assert!(
+        log.contains("flat layout") && !log.contains("failed; starting it again"),
+        "{log}"
+    );
+    service.stop(Duration::from_secs(30));
+    let on = serving("archiver = true");
+    let out = on.run(&["serve"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("archiver = true") && stderr.contains("flat layout"),
+        "{stderr}"
+    );
+    assert_eq!(archive.files(), files, "serve wrote into the archive");
 }
 
 /// WAL-G's `wal_005/`, in the four formats WAL-G compresses with.

@@ -403,8 +403,311 @@ fn a_dropped_version_table_is_rebuilt_by_replay_without_a_request() {
     service.stop(Duration::from_secs(30));
 }
 
+/// The first sample of `name` in a scrape of `/metrics` whose labels
+/// include `labels`.
+fn metric(service: &Service, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    let (code, text) = service.get("/metrics");
+    assert_eq!(code, 200, "{text}");
+    let scrape = prometheus_parse::Scrape::parse(text.lines().map(|l| Ok(l.to_string())))
+        .expect("Prometheus text");
+    scrape
+        .samples
+        .iter()
+        .find(|s| s.metric == name && labels.iter().all(|(k, v)| s.labels.get(k) == Some(v)))
+        .map(|s| match s.value {
+            prometheus_parse::Value::Gauge(v) | prometheus_parse::Value::Counter(v) => v,
+            _ => f64::NAN,
+        })
+}
+
+/// Polls `path` until it answers `code`; returns the body.
+fn wait_http(service: &Service, path: &str, code: u16, what: &str) -> String {
+    let started = Instant::now();
+    loop {
+        let (got, body) = service.get(path);
+        if got == code {
+            return body;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(90),
+            "{what}: {path} still says {got} {body}:\n{}",
+            service.log()
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    }
+}
+
+/// `/ready` is 200 while every built version is followed, and 503 naming
+/// the version once its follower stops (a column it reads was dropped on
+/// the source), while `/health`, the liveness probe, stays 200. The
+/// metrics and `status` say the same; a version nobody follows (the
+/// service stopped) is named by `status` once its grace is over.
 #[test]
-fn metrics_parse_as_prometheus_text_and_health_flips_on_repeated_failures() {
+fn ready_names_a_version_that_stopped_following_and_health_stays_up() {
+    let (db, walfill) = built_v1("sv_ready", 2_000, "");
+    walfill.configure(
+        &db,
+        &format!("{}\n{}", serve_section(""), orders_target("v1")),
+    );
+    let mut service = Service::start(&walfill, true, &[]);
+    wait_http(&service, "/ready", 200, "the service to follow v1");
+    let v1 = [("target", "orders_summary"), ("version", "v1")];
+    assert_eq!(
+        metric(&service, "walfill_version_following", &v1),
+        Some(1.0)
+    );
+    assert_eq!(metric(&service, "walfill_ready", &[]), Some(1.0));
+    let built = metric(
+        &service,
+        "walfill_last_successful_build_timestamp",
+        &[("target", "orders_summary")],
+    )
+    .expect("the time v1 was built");
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    assert!(
+        (now - 600.0..=now + 5.0).contains(&built),
+        "{built} vs {now}"
+    );
+
+    // The version reads `note`: dropped on the source, its follower stops.
+    db.exec("ALTER TABLE orders DROP COLUMN note; UPDATE orders SET status = 'x' WHERE id = 1");
+    let body = wait_http(&service, "/ready", 503, "the stopped follower to show");
+    assert!(
+        body.contains("orders_summary version v1") && body.contains("follower failed"),
+        "{body}"
+    );
+    let (code, body) = service.get("/health");
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(
+        metric(&service, "walfill_version_following", &v1),
+        Some(0.0)
+    );
+    assert_eq!(metric(&service, "walfill_version_error", &v1), Some(1.0));
+    assert_eq!(metric(&service, "walfill_ready", &[]), Some(0.0));
+    let status = walfill.ok(&["status"]);
+    assert!(
+        status.contains("NOT FOLLOWED: its follower failed"),
+        "{status}"
+    );
+    assert!(
+        status.contains("not ready: orders_summary version v1"),
+        "{status}"
+    );
+    service.stop(Duration::from_secs(30));
+
+    // Nobody follows a version whose state has not moved for a minute.
+    let (db2, walfill2) = built_v1("sv_unfollowed", 100, "");
+    let status = walfill2.ok(&["status"]);
+    assert!(!status.contains("not ready"), "within the grace: {status}");
+    db2.exec("UPDATE walfill.versions SET updated_at = now() - interval '1 minute'");
+    let status = walfill2.ok(&["status"]);
+    assert!(
+        status.contains("NOT FOLLOWED: no process follows it")
+            && status.contains("not ready: orders_summary version v1"),
+        "{status}"
+    );
+}
+
+/// A running `walfill sync` reads its configuration again on SIGHUP and
+/// follows the versions of a target added since; before that, `status`
+/// names the built version nobody follows.
+#[test]
+fn sync_follows_targets_added_to_the_configuration_on_sighup() {
+    let (db, walfill) = built_v1("sv_sync_hup", 500, "");
+    let mut sync = Background::start(&walfill, &["sync"]);
+    // A second target, built while the running sync's configuration
+    // lacks it.
+    db.exec(
+        "CREATE TABLE items (id int PRIMARY KEY, name text); INSERT INTO items VALUES (1, 'a');",
+    );
+    let items = "[[target]]\nname = \"items_view\"\nsource = \"public.items\"\n\
+                 select = \"id, upper(name) AS name\"\nversion = \"v1\"\n";
+    walfill.configure(&db, &format!("{}\n{items}", orders_target("v1")));
+    walfill.ok(&["setup"]);
+    walfill.ok(&["backfill", "items_view"]);
+    db.exec(
+        "INSERT INTO items VALUES (2, 'b');
+         UPDATE walfill.versions SET updated_at = now() - interval '1 minute'
+          WHERE target = 'items_view'",
+    );
+    let status = walfill.ok(&["status"]);
+    assert!(
+        status.contains("not ready: items_view version v1 (active): no process follows it"),
+        "{status}"
+    );
+    sync.signal("HUP");
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(sync.running(), Ok(()), "SIGHUP ended walfill sync");
+    wait_for(
+        &db,
+        "SELECT count(*) = 2 FROM public.items_view",
+        Duration::from_secs(60),
+        "the reloaded sync to follow items_view",
+        &[],
+    );
+    db.exec("UPDATE items SET name = 'c' WHERE id = 1");
+    wait_for(
+        &db,
+        "SELECT name = 'C' FROM public.items_view WHERE id = 1",
+        Duration::from_secs(60),
+        "the reloaded sync to go on following items_view",
+        &[],
+    );
+    let status = walfill.ok(&["status"]);
+    assert!(!status.contains("not ready"), "{status}");
+    assert_eq!(sync.running(), Ok(()));
+}
+
+/// No slot is left keeping WAL for nothing: the leader finishes a
+/// retirement cut short (the state says retired, the slot and table are
+/// still there), retires a version kept for rollback whose table was
+/// dropped, and drops a slot of this deployment no version owns, while a
+/// slot of another deployment stays. `status` shows what it dropped, and
+/// warns that the source keeps WAL for slots without limit.
+#[test]
+fn the_leader_leaves_no_slot_behind() {
+    let (db, walfill) = built_v1("sv_slots", 300, "");
+    for version in ["v2", "v3"] {
+        walfill.configure(&db, &orders_target(version));
+        walfill.ok(&["backfill", "orders_summary"]);
+    }
+    let slot_of = |version: &str| {
+        db.value(&format!(
+            "SELECT slot_name FROM walfill.versions WHERE version = '{version}'"
+        ))
+        .unwrap()
+    };
+    let (v1_slot, v2_slot) = (slot_of("v1"), slot_of("v2"));
+    let tag = v1_slot.rsplit('_').next().unwrap().to_string();
+    let ghost = format!("walfill_ghost_v9_{tag}");
+    let other = "walfill_ghost_v9_0badc0de";
+    db.exec(
+        "UPDATE walfill.versions SET phase = 'retired' WHERE version = 'v1';
+         DROP TABLE derived.orders_summary__v2;",
+    );
+    for slot in [ghost.as_str(), other] {
+        db.exec(&format!(
+            "SELECT pg_create_logical_replication_slot('{slot}', 'pgoutput')"
+        ));
+    }
+    let slot_exists = |name: &str| {
+        db.value(&format!(
+            "SELECT count(*) FROM pg_replication_slots WHERE slot_name = '{name}'"
+        ))
+        .as_deref()
+            == Some("1")
+    };
+    assert!(slot_exists(&v1_slot) && slot_exists(&v2_slot) && slot_exists(&ghost));
+    walfill.configure(
+        &db,
+        &format!(
+            "{}\n{}",
+            serve_section("keep_versions = 5\nslot_reap_after_minutes = 0"),
+            orders_target("v3")
+        ),
+    );
+    let service = Service::start(&walfill, false, &[]);
+    wait_for(
+        &db,
+        &format!(
+            "SELECT NOT EXISTS (SELECT 1 FROM pg_replication_slots
+                                 WHERE slot_name IN ('{v1_slot}', '{v2_slot}', '{ghost}'))
+                AND to_regclass('derived.orders_summary__v1') IS NULL"
+        ),
+        Duration::from_secs(60),
+        "the leader to drop the slots no version needs",
+        &[&service],
+    );
+    assert_eq!(
+        db.value(
+            "SELECT phase || ' ' || (lost IS NOT NULL) FROM walfill.versions WHERE version = 'v2'"
+        )
+        .as_deref(),
+        Some("retired true")
+    );
+    assert!(slot_exists(other), "another deployment's slot was dropped");
+    assert!(
+        slot_exists(&slot_of("v3")),
+        "the active version's slot was dropped"
+    );
+    let status = walfill.ok(&["status"]);
+    assert!(
+        status.contains(&format!("reaped: slot {ghost} dropped at")),
+        "{status}"
+    );
+    let unlimited = db
+        .value("SELECT setting FROM pg_settings WHERE name = 'max_slot_wal_keep_size'")
+        .as_deref()
+        == Some("-1");
+    assert_eq!(
+        status.contains("max_slot_wal_keep_size is unset"),
+        unlimited,
+        "{status}"
+    );
+    db.exec(&format!("SELECT pg_drop_replication_slot('{other}')"));
+    drop(service);
+}
+
+/// A request queued again after a failed attempt, then cancelled: the
+/// version it had begun (and its slot) is retired, not left behind.
+#[test]
+fn cancelling_a_request_retires_the_version_it_began() {
+    let (db, walfill) = built_v1("sv_cancel_slot", 300, "");
+    let broken = "[[target]]\nname = \"broken\"\nsource = \"public.orders\"\nkey = [\"id\"]\n\
+                  select = \"id, total_cents / (id - id) AS boom\"\nversion = \"v1\"\n\
+                  schema = \"derived\"\n";
+    walfill.configure(
+        &db,
+        &format!(
+            "[serve]\nlease_seconds = 3\npoll_seconds = 1\nretry_seconds = 30\n\n{}\n{broken}",
+            orders_target("v1")
+        ),
+    );
+    walfill.ok(&["setup"]);
+    let service = Service::start(&walfill, false, &[]);
+    wait_for(
+        &db,
+        "SELECT EXISTS (SELECT 1 FROM walfill.requests r JOIN walfill.versions v
+                          ON v.target = r.target AND v.version = r.version
+                        WHERE r.target = 'broken' AND r.state = 'queued' AND r.attempts >= 1)",
+        Duration::from_secs(60),
+        "the broken target's request to fail once and wait",
+        &[&service],
+    );
+    let (id, slot) = {
+        let row = db.value(
+            "SELECT r.id || ' ' || v.slot_name FROM walfill.requests r JOIN walfill.versions v
+                ON v.target = r.target AND v.version = r.version WHERE r.target = 'broken'",
+        );
+        let row = row.unwrap();
+        let (id, slot) = row.split_once(' ').unwrap();
+        (id.to_string(), slot.to_string())
+    };
+    assert_eq!(
+        db.value(&format!(
+            "SELECT count(*) FROM pg_replication_slots WHERE slot_name = '{slot}'"
+        ))
+        .as_deref(),
+        Some("1")
+    );
+    walfill.ok(&["cancel", &id]);
+    wait_for(
+        &db,
+        &format!(
+            "SELECT NOT EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = '{slot}')
+                AND (SELECT phase = 'retired' FROM walfill.versions WHERE target = 'broken')"
+        ),
+        Duration::from_secs(60),
+        "the cancelled request's version to be retired",
+        &[&service],
+    );
+}
+
+#[test]
+fn metrics_parse_as_prometheus_text_and_ready_flips_on_repeated_failures() {
     let (db, walfill) = built_v1("sv_http", 3_000, "");
     let broken = "[[target]]\nname = \"broken\"\nsource = \"public.orders\"\nkey = [\"id\"]\n\
                   select = \"id, total_cents / (id - id) AS boom\"\nversion = \"v1\"\n\
@@ -478,18 +781,21 @@ fn metrics_parse_as_prometheus_text_and_health_flips_on_repeated_failures() {
     service.signal("HUP");
     let started = Instant::now();
     loop {
-        let (code, body) = service.get("/health");
+        let (code, body) = service.get("/ready");
         if code == 503 {
             assert!(body.contains("broken"), "{body}");
             break;
         }
         assert!(
             started.elapsed() < Duration::from_secs(90),
-            "/health still says {code} {body}:\n{}",
+            "/ready still says {code} {body}:\n{}",
             service.log()
         );
         std::thread::sleep(Duration::from_millis(250));
     }
+    // A failing target is no reason to restart the process.
+    let (code, body) = service.get("/health");
+    assert_eq!(code, 200, "{body}");
     let attempts: i32 = db
         .value("SELECT max(attempts) FROM walfill.requests WHERE target = 'broken'")
         .unwrap()

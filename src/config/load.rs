@@ -6,10 +6,10 @@ use std::path::{Path, PathBuf};
 use toml::Spanned;
 use walfill_replay::archive::Layout;
 
-use super::raw::{RawConfig, RawServe, RawTarget};
+use super::raw::{ArchiverRaw, RawConfig, RawServe, RawTarget};
 use super::{
-    ArchiveSettings, BackfillSettings, Config, CopyFormatSetting, PgUrl, QualifiedName, Schedule,
-    ServeSettings, SnapshotMode, Target, ThrottleSettings, TransformOn,
+    ArchiveSettings, ArchiverSetting, BackfillSettings, Config, CopyFormatSetting, PgUrl,
+    QualifiedName, Schedule, ServeSettings, SnapshotMode, Target, ThrottleSettings, TransformOn,
 };
 
 /// PostgreSQL's identifier limit (NAMEDATALEN - 1).
@@ -327,8 +327,26 @@ impl Validator<'_> {
             listen,
             timezone,
             keep_versions: s.keep_versions.unwrap_or(1),
+            slot_reap_after_minutes: s.slot_reap_after_minutes.unwrap_or(10),
             auto_rebuild: s.auto_rebuild.unwrap_or(true),
-            archiver: s.archiver.unwrap_or(true),
+            archiver: match &s.archiver {
+                None => ArchiverSetting::Auto,
+                Some(a) => match a.get_ref() {
+                    ArchiverRaw::Switch(true) => ArchiverSetting::On,
+                    ArchiverRaw::Switch(false) => ArchiverSetting::Off,
+                    ArchiverRaw::Named(n) if n == "auto" => ArchiverSetting::Auto,
+                    ArchiverRaw::Named(other) => {
+                        return Err(self.invalid(
+                            Some(a.span()),
+                            &format!(
+                                "serve.archiver is {other:?}; it is \"auto\" (the default: on \
+                                 for an archive of walfill's own layout, off for one another \
+                                 tool fills), true or false"
+                            ),
+                        ))
+                    }
+                },
+            },
             lease_seconds: self.positive("serve.lease_seconds", s.lease_seconds, 30)?,
             poll_seconds: self.positive("serve.poll_seconds", s.poll_seconds, 5)?,
             retry_seconds: self.positive("serve.retry_seconds", s.retry_seconds, 5)?,
@@ -612,6 +630,29 @@ schema = "derived"
         );
         assert!(
             err.contains("auto, walfill, flat, wal-g, pgbackrest"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn the_archiver_is_auto_true_or_false() {
+        let with = |line: &str| {
+            parse_text(&GOOD.replace("[[target]]", &format!("[serve]\n{line}\n\n[[target]]")))
+        };
+        assert_eq!(with("").unwrap().serve.archiver, ArchiverSetting::Auto);
+        for (text, setting) in [
+            ("\"auto\"", ArchiverSetting::Auto),
+            ("true", ArchiverSetting::On),
+            ("false", ArchiverSetting::Off),
+        ] {
+            let config = with(&format!("archiver = {text}")).unwrap();
+            assert_eq!(config.serve.archiver, setting, "{text}");
+        }
+        let err = with("archiver = \"sometimes\"").unwrap_err();
+        assert!(
+            err.contains("serve.archiver")
+                && err.contains("\"sometimes\"")
+                && err.contains("line 6"),
             "{err}"
         );
     }

@@ -159,6 +159,20 @@ pub struct BackfillSettings {
     pub transform_on: TransformOn,
 }
 
+/// Whether `serve` streams WAL into the archive (`serve.archiver`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ArchiverSetting {
+    /// When the archive has walfill's own layout (empty, or holding
+    /// `wal/`); not into an archive another tool fills (flat, WAL-G,
+    /// pgBackRest), which walfill only reads.
+    Auto,
+    /// Always; refused at start over a layout walfill does not write.
+    On,
+    /// Never (the source's `archive_command` runs `walfill wal-push`, or
+    /// another tool fills the archive).
+    Off,
+}
+
 /// Where a snapshot copy evaluates the transform (`backfill.transform_on`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TransformOn {
@@ -237,12 +251,14 @@ pub struct ServeSettings {
     /// How many earlier versions of each target are kept for rollback once
     /// a new one is published; older ones are retired with their slots.
     pub keep_versions: u32,
+    /// Minutes a slot of this deployment no version owns is left before
+    /// the leader drops it.
+    pub slot_reap_after_minutes: u32,
     /// Whether published versions found lost are rebuilt (`false`: only
     /// reported); a target's `auto_rebuild` overrides it.
     pub auto_rebuild: bool,
-    /// Whether the service streams WAL into `[archive]` itself (off when
-    /// the source's `archive_command` runs `walfill wal-push`).
-    pub archiver: bool,
+    /// Whether the service streams WAL into `[archive]` itself.
+    pub archiver: ArchiverSetting,
     /// How long a claimed request or the lead stays with a worker that
     /// stopped renewing it (killed, cut off), in seconds.
     pub lease_seconds: u32,

@@ -95,8 +95,9 @@ pub(super) struct RawServe {
     pub(super) listen: Option<Spanned<String>>,
     pub(super) timezone: Option<Spanned<String>>,
     pub(super) keep_versions: Option<u32>,
+    pub(super) slot_reap_after_minutes: Option<u32>,
     pub(super) auto_rebuild: Option<bool>,
-    pub(super) archiver: Option<bool>,
+    pub(super) archiver: Option<Spanned<ArchiverRaw>>,
     pub(super) lease_seconds: Option<u32>,
     pub(super) poll_seconds: Option<u32>,
     pub(super) retry_seconds: Option<u32>,
@@ -116,4 +117,12 @@ pub(super) struct RawTarget {
     pub(super) schema: Option<Spanned<String>>,
     pub(super) schedule: Option<Spanned<String>>,
     pub(super) auto_rebuild: Option<bool>,
+}
+
+/// `[serve] archiver`: `true`, `false` or `"auto"`.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub(super) enum ArchiverRaw {
+    Switch(bool),
+    Named(String),
 }

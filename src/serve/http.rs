@@ -1,7 +1,13 @@
 //! The service's HTTP endpoints:
 //!
 //! - `GET /`: the status page (one HTML page refreshing itself from `/status`);
-//! - `GET /health`: 200, or 503 with the reason after repeated failures;
+//! - `GET /health`: liveness: 200, or 503 with the reason after repeated
+//!   failed looks at the state database;
+//! - `GET /ready`: 200, or 503 naming each cause: a built version that
+//!   should follow the live stream and does not (no process follows it,
+//!   its follower failed, it lost changes), a part of this process that
+//!   keeps failing (the sync, the archiver), a target whose backfill
+//!   requests keep failing;
 //! - `GET /status`: what `walfill status --json` prints;
 //! - `GET /metrics`: Prometheus text format;
 //! - `GET /requests/ID`: one request;
@@ -34,6 +40,7 @@ pub(super) async fn run(
     let app = Router::new()
         .route("/", get(|| async { Html(PAGE) }))
         .route("/health", get(health))
+        .route("/ready", get(ready))
         .route("/status", get(status))
         .route("/metrics", get(metrics))
         .route("/requests/{id}", get(request))
@@ -62,30 +69,39 @@ fn failure(e: &Error) -> Response {
 }
 
 async fn health(State(shared): State<Arc<Shared>>) -> Response {
-    if let Some(why) = shared.unhealthy() {
-        return (
+    match shared.unhealthy() {
+        Some(why) => (
             StatusCode::SERVICE_UNAVAILABLE,
             format!("unhealthy: {why}\n"),
         )
-            .into_response();
+            .into_response(),
+        None => (StatusCode::OK, "ok\n").into_response(),
     }
+}
+
+async fn ready(State(shared): State<Arc<Shared>>) -> Response {
+    let mut causes: Vec<String> = shared.unhealthy().into_iter().collect();
+    causes.extend(shared.failing_parts());
     let config = shared.config();
-    let failing = match db::connect(&config.destination, Role::Destination).await {
-        Ok(dest) => failing_targets(&dest).await,
-        Err(e) => Err(e),
-    };
-    match failing {
-        Ok(failing) if failing.is_empty() => (StatusCode::OK, "ok\n").into_response(),
-        Ok(failing) => (
+    let read = async {
+        let report = crate::status::report(&config).await?;
+        let dest = db::connect(&config.destination, Role::Destination).await?;
+        let failing = failing_targets(&dest).await?;
+        Ok::<_, Error>(report.not_ready.into_iter().chain(failing))
+    }
+    .await;
+    match read {
+        Ok(found) => causes.extend(found),
+        Err(e) => causes.push(e.describe()),
+    }
+    if causes.is_empty() {
+        (StatusCode::OK, "ready\n").into_response()
+    } else {
+        (
             StatusCode::SERVICE_UNAVAILABLE,
-            format!("unhealthy: {}\n", failing.join("; ")),
+            format!("not ready: {}\n", causes.join("; ")),
         )
-            .into_response(),
-        Err(e) => (
-            StatusCode::SERVICE_UNAVAILABLE,
-            format!("unhealthy: {}\n", e.describe()),
-        )
-            .into_response(),
+            .into_response()
     }
 }
 

@@ -71,6 +71,82 @@ pub(super) async fn render(report: &Report, dest: &Client, leader: bool) -> Resu
     }
     let mut f = Family::new(
         &mut out,
+        "version_following",
+        "gauge",
+        "For each built version that should follow the live stream (ready, active, previous; \
+         not published stale): 1 while a process follows it.",
+    );
+    for v in &report.versions {
+        if let Some(following) = v.following {
+            f.sample(
+                "version_following",
+                &[("target", &v.target), ("version", &v.version)],
+                if following { 1.0 } else { 0.0 },
+            );
+        }
+    }
+    let mut f = Family::new(
+        &mut out,
+        "version_error",
+        "gauge",
+        "1 for each version whose last run stopped on an error, the error as a label.",
+    );
+    for v in &report.versions {
+        if let Some(error) = &v.last_error {
+            let error: String = error.chars().take(200).collect();
+            f.sample(
+                "version_error",
+                &[
+                    ("target", &v.target),
+                    ("version", &v.version),
+                    ("error", &error),
+                ],
+                1.0,
+            );
+        }
+    }
+    let mut f = Family::new(
+        &mut out,
+        "ready",
+        "gauge",
+        "1 when every built version that should follow the live stream does (GET /ready also \
+         counts failing parts and requests).",
+    );
+    f.sample(
+        "ready",
+        &[],
+        if report.not_ready.is_empty() {
+            1.0
+        } else {
+            0.0
+        },
+    );
+    let mut f = Family::new(
+        &mut out,
+        "last_successful_build_timestamp",
+        "gauge",
+        "Unix time at which the newest version of each target finished building (caught up \
+         with its source); alert when it is older than the schedule allows.",
+    );
+    let built = dest
+        .query(
+            "SELECT target, extract(epoch FROM max(caught_up_at))::float8
+               FROM walfill.versions WHERE caught_up_at IS NOT NULL
+              GROUP BY target ORDER BY target",
+            &[],
+        )
+        .await
+        .map_err(|e| Error::destination("reading when versions were built", e))?;
+    for row in &built {
+        let target: String = row.get(0);
+        f.sample(
+            "last_successful_build_timestamp",
+            &[("target", &target)],
+            row.get(1),
+        );
+    }
+    let mut f = Family::new(
+        &mut out,
         "rows_copied",
         "gauge",
         "Rows stored by a version's snapshot copy.",

@@ -25,6 +25,7 @@ mod listen;
 mod metrics;
 pub mod schedule;
 mod supervise;
+mod tidy;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -63,19 +64,60 @@ pub(crate) struct Shared {
     pub wake: Notify,
     /// The service's own health.
     pub health: Mutex<Health>,
+    /// Slots seen unowned while this process leads ([`tidy`]).
+    pub orphans: tidy::Orphans,
 }
 
-/// The service's own health: failed looks at its state in a row.
+/// The service's own health: failed looks at its state in a row, and
+/// the parts of the process that fail again and again.
 #[derive(Debug, Default)]
 pub(crate) struct Health {
     pub failures: u32,
     pub last_error: Option<String>,
     pub leader: bool,
+    /// By part (`sync`, `archiver`): failures in quick succession.
+    pub parts: std::collections::BTreeMap<&'static str, PartFailures>,
 }
+
+/// A part's failures that came in quick succession (see
+/// [`supervise`]), and the last one.
+#[derive(Debug)]
+pub(crate) struct PartFailures {
+    pub in_a_row: u32,
+    pub last_error: String,
+    pub at: std::time::Instant,
+}
+
+/// Failures in a row after which a part makes the process not ready.
+const PART_NOT_READY_AFTER: u32 = 3;
+/// How long a part that failed that often counts as failing after its
+/// last failure.
+const PART_FAILING_FOR: Duration = Duration::from_secs(180);
 
 impl Shared {
     pub(crate) fn config(&self) -> Arc<Config> {
         self.config.borrow().clone()
+    }
+
+    /// The parts of this process that keep failing, each with its last
+    /// error.
+    pub(crate) fn failing_parts(&self) -> Vec<String> {
+        let Ok(health) = self.health.lock() else {
+            return Vec::new();
+        };
+        health
+            .parts
+            .iter()
+            .filter(|(_, f)| {
+                f.in_a_row >= PART_NOT_READY_AFTER && f.at.elapsed() < PART_FAILING_FOR
+            })
+            .map(|(part, f)| {
+                format!(
+                    "the {part} of this process failed {} times in a row; last: {}",
+                    f.in_a_row, f.last_error
+                )
+            })
+            .collect()
     }
 
     /// Why the service is unhealthy, if it is.
@@ -102,6 +144,12 @@ pub async fn serve(
     state::require(&dest).await?;
     // The state schema may be older than this walfill: bring it up to date.
     state::install(&dest).await?;
+    // `[serve] archiver = true` over an archive another tool fills is
+    // refused now, not failed on again and again.
+    // (An archive that cannot be read now is the archiver's to retry.)
+    if let Err(e @ Error::Request(_)) = supervise::archiver_off(&config).await {
+        return Err(e);
+    }
     let worker = worker_name();
     let listen = options.listen.or(config.serve.listen);
     register(&dest, &worker, listen).await?;
@@ -111,6 +159,7 @@ pub async fn serve(
         worker: worker.clone(),
         wake: Notify::new(),
         health: Mutex::new(Health::default()),
+        orphans: Default::default(),
     });
     tracing::info!(%worker, listen = ?listen, "walfill serve started");
 
@@ -280,7 +329,10 @@ async fn look(
             tracing::error!(error = %e.describe(), "the leader's duties failed; trying again");
         }
         if retiring.as_ref().is_none_or(|t| t.is_finished()) {
-            *retiring = Some(tokio::spawn(supervise::retire_old(config.clone())));
+            *retiring = Some(tokio::spawn(tidy::tidy(
+                config.clone(),
+                shared.orphans.clone(),
+            )));
         }
     }
     while jobs.len() < JOBS_PER_PROCESS && !cancel.is_cancelled() {

@@ -82,6 +82,9 @@ pub async fn setup(config: &Config) -> Result<()> {
             );
         }
     }
+    if let Some(unlimited) = crate::status::unlimited_keep_warning(&source).await? {
+        warnings.push(unlimited);
+    }
     for warning in &warnings {
         tracing::warn!("{warning}");
     }

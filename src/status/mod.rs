@@ -2,6 +2,7 @@
 //! configured), their progress and who works on them, and the replication
 //! slots walfill keeps in the source.
 
+pub mod follow;
 mod slots;
 
 use serde::Serialize;
@@ -11,7 +12,7 @@ use crate::config::{ArchiveFound, Config};
 use crate::db::{self, Role};
 use crate::error::Result;
 use crate::state::{self, lock, Path, Phase, VersionState};
-pub use slots::{human_bytes, SlotStatus};
+pub use slots::{human_bytes, unlimited_keep_warning, SlotStatus};
 
 /// One version as `status` reports it.
 #[derive(Debug, Serialize)]
@@ -75,6 +76,11 @@ pub struct VersionStatus {
     /// Why the version, built under an earlier meaning of its transform,
     /// may hold other rows than a version built now would.
     pub earlier_meaning: Option<String>,
+    /// For a built version that should follow the live stream: whether a
+    /// process follows it now (see [`follow`]).
+    pub following: Option<bool>,
+    /// Why such a version is not followed, when it should be.
+    pub not_followed: Option<String>,
 }
 
 /// What `status --json` prints.
@@ -94,6 +100,12 @@ pub struct Report {
     pub paused: Vec<String>,
     /// The `walfill serve` processes seen in the last minute.
     pub workers: Vec<Worker>,
+    /// Built versions that should follow the live stream and do not, and
+    /// why: empty when the deployment is ready (`GET /ready`).
+    pub not_ready: Vec<String>,
+    /// Slots no version owned that the service dropped in the last week,
+    /// newest first.
+    pub reaped: Vec<String>,
 }
 
 /// A `walfill serve` process.
@@ -200,7 +212,8 @@ pub async fn report(config: &Config) -> Result<Report> {
                       WHERE d.target = v.target AND d.version = v.version),
                     v.apply_lag_seconds,
                     (SELECT t.stale FROM walfill.targets t
-                      WHERE t.target = v.target AND t.active_version = v.version)
+                      WHERE t.target = v.target AND t.active_version = v.version),
+                    extract(epoch FROM now() - v.updated_at)::float8
                FROM walfill.versions v",
             &[],
         )
@@ -225,8 +238,40 @@ pub async fn report(config: &Config) -> Result<Report> {
                         .unwrap_or_default()
                 ));
             }
+            follow::judge(v, row.get(6));
+            if let Some(why) = &v.not_followed {
+                v.note = Some(format!(
+                    "NOT FOLLOWED: {why}{}",
+                    v.note
+                        .as_deref()
+                        .filter(|n| !why.contains(*n))
+                        .map(|n| format!("; {n}"))
+                        .unwrap_or_default()
+                ));
+            }
         }
     }
+    let not_ready = follow::not_ready(&versions);
+    let reaped = dest
+        .query(
+            "SELECT detail->>'slot', at::text, coalesce((detail->>'retained_bytes')::bigint, 0)
+               FROM walfill.events
+              WHERE kind = 'slot_reaped' AND at > now() - interval '7 days'
+              ORDER BY at DESC LIMIT 10",
+            &[],
+        )
+        .await
+        .map_err(|e| crate::error::Error::destination("reading the events", e))?
+        .iter()
+        .map(|r| {
+            format!(
+                "slot {} dropped at {}: no version owned it, and it kept {}",
+                r.get::<_, Option<String>>(0).unwrap_or_default(),
+                r.get::<_, String>(1),
+                human_bytes(r.get(2))
+            )
+        })
+        .collect();
     let serving = dest
         .query_one("SELECT to_regclass('walfill.requests') IS NOT NULL", &[])
         .await
@@ -249,6 +294,8 @@ pub async fn report(config: &Config) -> Result<Report> {
         requests,
         paused,
         workers,
+        not_ready,
+        reaped,
     })
 }
 
@@ -340,6 +387,8 @@ fn describe(v: VersionState, holder: Option<i32>) -> VersionStatus {
         apply_lag_seconds: None,
         stale: None,
         earlier_meaning: None,
+        following: None,
+        not_followed: None,
         slot: v.slot_name,
         target: v.target,
         version: v.version,
@@ -378,6 +427,8 @@ fn unbuilt(target: &str, version: &str) -> VersionStatus {
         apply_lag_seconds: None,
         stale: None,
         earlier_meaning: None,
+        following: None,
+        not_followed: None,
     }
 }
 
@@ -405,7 +456,11 @@ async fn read_slots(
     }
     match slots::read(config, source).await {
         Ok(slots) => {
-            let warnings = slots.iter().filter_map(|s| s.warning.clone()).collect();
+            let mut warnings: Vec<String> =
+                slots.iter().filter_map(|s| s.warning.clone()).collect();
+            if let Ok(Some(unlimited)) = slots::unlimited_keep_warning(source).await {
+                warnings.push(unlimited);
+            }
             (slots, warnings)
         }
         Err(e) => {
@@ -519,6 +574,12 @@ fn print(report: &Report) -> Result<()> {
     }
     for warning in &report.warnings {
         crate::say!("warning: {warning}")?;
+    }
+    for reaped in &report.reaped {
+        crate::say!("reaped: {reaped}")?;
+    }
+    for why in &report.not_ready {
+        crate::say!("not ready: {why}")?;
     }
     Ok(())
 }

@@ -25,6 +25,26 @@ pub struct SlotStatus {
     pub warning: Option<String>,
 }
 
+/// A warning when the source lets slots keep WAL without limit
+/// (`max_slot_wal_keep_size = -1`, PostgreSQL's default).
+pub async fn unlimited_keep_warning(source: &Client) -> Result<Option<String>> {
+    let keep: i64 = source
+        .query_one(
+            "SELECT setting::bigint FROM pg_settings WHERE name = 'max_slot_wal_keep_size'",
+            &[],
+        )
+        .await
+        .map_err(|e| Error::source_query("reading max_slot_wal_keep_size", e))?
+        .get(0);
+    Ok((keep < 0).then(|| {
+        "max_slot_wal_keep_size is unset (-1) on the source: a replication slot nothing reads \
+         keeps WAL until the source's disk fills; set a limit above the WAL a backfill's slot \
+         holds while it copies, e.g. ALTER SYSTEM SET max_slot_wal_keep_size = '100GB'; SELECT \
+         pg_reload_conf(); (a slot past it is invalidated, and its version rebuilt)"
+            .to_string()
+    }))
+}
+
 /// Reads every slot named `walfill_...`, each with a warning when it keeps
 /// more WAL than the limit: `[backfill] slot_warning_mb`, or a quarter of
 /// `max_slot_wal_keep_size`, or 1 GiB when that is unlimited.

@@ -179,6 +179,23 @@ impl Background {
             .expect("spawn walfill");
         Background(child)
     }
+
+    /// Sends signal `name` (HUP, TERM).
+    pub fn signal(&self, name: &str) {
+        let status = std::process::Command::new("kill")
+            .args([&format!("-{name}"), &self.0.id().to_string()])
+            .status()
+            .expect("kill");
+        assert!(status.success(), "kill -{name} failed");
+    }
+
+    /// Whether it still runs (`Err` with its exit status if not).
+    pub fn running(&mut self) -> Result<(), std::process::ExitStatus> {
+        match self.0.try_wait().expect("wait") {
+            None => Ok(()),
+            Some(status) => Err(status),
+        }
+    }
 }
 
 impl Drop for Background {

@@ -137,8 +137,10 @@ pub enum ArchiveError {
     /// A write into an archive of another tool's layout.
     #[error(
         "archive {url} has the {layout} layout, which walfill reads but never writes into: \
-         walfill writes WAL and base snapshots only into an archive of its own layout (an \
-         empty URL, or one holding wal/); give it another URL to write to"
+         keep it filled by the tool that owns it (an archive_command, pgBackRest, WAL-G) and \
+         leave walfill's archiving off (`[serve] archiver = \"auto\"`, no `walfill archive` \
+         or `wal-push` on it); walfill writes WAL and base snapshots only into an archive of \
+         its own layout (an empty location, or one holding wal/)"
     )]
     ReadOnly {
         /// The archive.
