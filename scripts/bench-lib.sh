@@ -97,3 +97,6 @@ copy_pipe() {
   secs=$(since "$start")
   echo "$secs $(dest_wal_mib_since "$lsn") $(dest_temp_mib_since "$3" "$temp")"
 }
+
+# ERROR lines in the destination cluster's server log so far.
+dest_log_errors() { grep -c ' ERROR: ' "$DEST_HOME/server.log" 2>/dev/null || echo 0; }

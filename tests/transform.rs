@@ -446,6 +446,83 @@ fn a_refresh_keeps_out_a_stored_key_whose_source_row_fails() {
     );
 }
 
+/// One row in seven failing: the failing rows are set aside in bulk, with
+/// one log line per batch (not one per row), and the rest is exact. A
+/// transform that fails on more than `max_dead_letter_percent` of the rows
+/// read is broken, not its rows: the backfill stops and says so.
+#[test]
+fn failing_rows_at_density_are_set_aside_in_bulk_and_a_broken_transform_stops() {
+    let db = TestDb::new("tx_density");
+    db.exec(
+        "CREATE TABLE stock (id int PRIMARY KEY, qty int);
+         INSERT INTO stock SELECT g, g % 7 FROM generate_series(1, 7000) g;",
+    );
+    let select = "id, 100 / qty AS per";
+    let config = |select: &str, extra: &str| {
+        format!(
+            "[backfill]\nallow_dead_letters = true\ntransform_on = \"destination\"\n\
+             chunk_rows = 2000\n{extra}\n{}",
+            target("stock_per", "public.stock", select, None)
+        )
+    };
+    let walfill = Walfill::new(&db, &config(select, ""));
+    walfill.ok(&["setup"]);
+    let out = walfill.run(&["backfill", "stock_per"]);
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{log}");
+    assert_eq!(
+        db.value("SELECT count(*) FROM walfill.dead_letters")
+            .as_deref(),
+        Some("1000")
+    );
+    assert_view_matches(
+        &db,
+        "public.stock_per",
+        "stock",
+        select,
+        Some("qty <> 0"),
+        "id",
+    );
+    let lines = log
+        .lines()
+        .filter(|l| l.contains("the transform fails on"))
+        .count();
+    assert!(
+        (1..=4).contains(&lines),
+        "{lines} log lines about failing rows, not one per batch:\n{log}"
+    );
+
+    // One row in three: past the default 20%.
+    db.exec("UPDATE stock SET qty = id % 3");
+    let broken = "id, 100 / qty AS per, 1 AS again";
+    walfill.configure(
+        &db,
+        &config(broken, "").replace("version = \"v1\"", "version = \"v2\""),
+    );
+    let out = walfill.run(&["backfill", "stock_per"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("max_dead_letter_percent = 20") && stderr.contains("division by zero"),
+        "{stderr}"
+    );
+    // A limit that allows it.
+    walfill.configure(
+        &db,
+        &config(broken, "max_dead_letter_percent = 40")
+            .replace("version = \"v1\"", "version = \"v2\""),
+    );
+    walfill.ok(&["backfill", "stock_per"]);
+    assert_view_matches(
+        &db,
+        "public.stock_per",
+        "stock",
+        broken,
+        Some("qty <> 0"),
+        "id",
+    );
+}
+
 /// A filter that guards the select list (`qty <> 0` before `100 / qty`)
 /// keeps the rows it rejects away from the select list: in the copy (on
 /// either side) and in the stream, fresh keys and stored ones.

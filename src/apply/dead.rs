@@ -18,7 +18,7 @@
 //! rows probed and the poison ones set aside, outside any savepoint. The
 //! piece's statements then run without one.
 
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 
 use tokio_postgres::Transaction;
 use walfill_core::Lsn;
@@ -41,11 +41,20 @@ pub fn is_data_error(e: &tokio_postgres::Error) -> bool {
 /// A store's dead-letter statements (built once), and whether the version
 /// has dead letters as far as the store knows: read once, then kept (only
 /// the store that holds the version adds them).
+/// It also counts the rows it has seen and set aside, against the share
+/// of failing rows past which the transform counts as broken.
 #[derive(Debug)]
 pub(super) struct Guard {
     sql: DeadLetterSql,
     known: AtomicU8,
+    /// `[backfill] max_dead_letter_percent`.
+    pub(super) limit_percent: u32,
+    seen: AtomicU64,
+    set_aside: AtomicU64,
 }
+
+/// Rows seen before the share of failing ones is judged.
+const JUDGED_FROM_ROWS: u64 = 1000;
 
 impl Guard {
     /// The guard of `plan`'s version.
@@ -53,7 +62,33 @@ impl Guard {
         Guard {
             sql: plan.dead_letter_sql(),
             known: AtomicU8::new(0),
+            limit_percent: 20,
+            seen: AtomicU64::new(0),
+            set_aside: AtomicU64::new(0),
         }
+    }
+
+    /// Counts a batch of `rows` of which `set_aside` failed; an error once
+    /// the failing share of the rows seen passes the limit.
+    fn count(&self, plan: &Plan, rows: u64, set_aside: u64, sample: &str) -> Result<()> {
+        let seen = self.seen.fetch_add(rows, Ordering::Relaxed) + rows;
+        let failed = self.set_aside.fetch_add(set_aside, Ordering::Relaxed) + set_aside;
+        if set_aside == 0
+            || seen < JUDGED_FROM_ROWS
+            || failed * 100 <= seen * u64::from(self.limit_percent)
+        {
+            return Ok(());
+        }
+        Err(Error::Problems(vec![format!(
+            "version {} of {}: the transform failed on {failed} of the {seen} rows read so far \
+             ({:.1}%), more than [backfill] max_dead_letter_percent = {}: the transform is broken \
+             rather than the rows (last: {sample}); fix it and give the fixed one a new version, \
+             or raise the limit",
+            plan.def.version,
+            plan.def.target,
+            failed as f64 * 100.0 / seen as f64,
+            self.limit_percent
+        )]))
     }
 }
 
@@ -94,6 +129,7 @@ pub(super) async fn run_guarded(
     plan: &Plan,
     guard: &Guard,
     guarding: Guarding,
+    rows: u64,
     statements: &[(&str, &[&(dyn tokio_postgres::types::ToSql + Sync)])],
     chunk: Option<Copied>,
     then: &str,
@@ -118,13 +154,19 @@ pub(super) async fn run_guarded(
                 dest.batch_execute("ROLLBACK TO SAVEPOINT walfill_check")
                     .await
                     .map_err(failed)?;
-                set_aside = quarantine(dest, plan, &guard.sql, chunk, &e, context).await?;
+                let (count, sample) =
+                    quarantine(dest, plan, &guard.sql, chunk, &e, context).await?;
+                set_aside = count;
+                guard.count(plan, rows, count, &sample)?;
                 guard.known.store(SOME, Ordering::Relaxed);
                 Ok(())
             }
             Err(e) => Err(e),
         }
         .map_err(failed)?;
+        if set_aside == 0 {
+            guard.count(plan, rows, 0, "")?;
+        }
         run_all(dest, statements).await.map_err(failed)?;
         dest.batch_execute(then).await.map_err(failed)?;
         return Ok(set_aside);
@@ -138,6 +180,7 @@ pub(super) async fn run_guarded(
             dest.batch_execute(&format!("RELEASE SAVEPOINT walfill_batch; {then}"))
                 .await
                 .map_err(failed)?;
+            guard.count(plan, rows, 0, "")?;
             return Ok(0);
         }
         Err(e) if is_data_error(&e) => e,
@@ -146,7 +189,8 @@ pub(super) async fn run_guarded(
     dest.batch_execute("ROLLBACK TO SAVEPOINT walfill_batch")
         .await
         .map_err(failed)?;
-    let set_aside = quarantine(dest, plan, &guard.sql, chunk, &error, context).await?;
+    let (set_aside, sample) = quarantine(dest, plan, &guard.sql, chunk, &error, context).await?;
+    guard.count(plan, rows, set_aside, &sample)?;
     guard.known.store(SOME, Ordering::Relaxed);
     run_all(dest, statements).await.map_err(failed)?;
     dest.batch_execute(&format!("RELEASE SAVEPOINT walfill_batch; {then}"))
@@ -190,7 +234,9 @@ async fn resolve(
     Ok(present)
 }
 
-/// Probes each row alone; sets the failing ones aside and records them.
+/// Finds the failing upserts of the work table in bulk, sets them aside
+/// and records them as dead letters, in one statement; logs one line.
+/// Returns how many, and the first one's key and error.
 async fn quarantine(
     dest: &Transaction<'_>,
     plan: &Plan,
@@ -198,33 +244,33 @@ async fn quarantine(
     chunk: Option<Copied>,
     first_error: &tokio_postgres::Error,
     context: &str,
-) -> Result<u64> {
-    let failed = |e| Error::destination("looking for the rows whose transform fails", e);
-    let candidates: Vec<String> = dest
-        .query(sql.candidates.as_str(), &[])
+) -> Result<(u64, String)> {
+    let failed = |e| Error::destination("setting aside the rows whose transform fails", e);
+    let candidates: i64 = dest
+        .query_one(sql.candidates.as_str(), &[])
         .await
         .map_err(failed)?
-        .iter()
-        .map(|r| r.get(0))
-        .collect();
-    let mut poison: Vec<(String, String)> = Vec::new();
-    for ctid in &candidates {
-        dest.batch_execute("SAVEPOINT walfill_probe")
-            .await
-            .map_err(failed)?;
-        match dest.query(sql.probe.as_str(), &[ctid]).await {
-            Ok(_) => dest.batch_execute("RELEASE SAVEPOINT walfill_probe").await,
-            Err(e) if is_data_error(&e) => {
-                poison.push((ctid.clone(), walfill_core::sql::describe_pg_error(&e)));
-                dest.batch_execute("ROLLBACK TO SAVEPOINT walfill_probe")
-                    .await
-            }
-            Err(e) => return Err(Error::destination(context, e)),
-        }
+        .get(0);
+    dest.batch_execute(&sql.failing_function)
+        .await
         .map_err(failed)?;
-    }
-    if poison.is_empty() || (poison.len() == candidates.len() && poison.len() >= ALL_FAIL_AT_LEAST)
-    {
+    let statement = match chunk {
+        None => &sql.set_aside_changes,
+        Some(c) if c.stored => &sql.set_aside_copied_stored,
+        Some(_) => &sql.set_aside_copied,
+    };
+    let lsn = chunk.map(|c| c.lsn).unwrap_or_default().to_string();
+    let seq = chunk.map(|c| c.seq).unwrap_or(0);
+    let row = dest
+        .query_one(
+            statement.as_str(),
+            &[&plan.def.target, &plan.def.version, &plan.key, &lsn, &seq],
+        )
+        .await
+        .map_err(failed)?;
+    let (count, key, error): (i64, Option<String>, Option<String>) =
+        (row.get(0), row.get(1), row.get(2));
+    if count == 0 || (count == candidates && count >= ALL_FAIL_AT_LEAST as i64) {
         // Not one row's data (or every row's): the transform itself fails.
         return Err(Error::Problems(vec![format!(
             "{context}: the transform fails on every row of the batch: {}; fix the \
@@ -232,61 +278,20 @@ async fn quarantine(
             walfill_core::sql::describe_pg_error(first_error)
         )]));
     }
-    let statement = if chunk.is_some() {
-        &sql.poison_copied
-    } else {
-        &sql.poison_change
-    };
-    let tombstone = chunk
-        .filter(|c| c.stored)
-        .map(|c| plan.tombstone_copied_sql(c.lsn, c.seq));
-    for (ctid, error) in &poison {
-        if let Some(tombstone) = &tombstone {
-            dest.execute(tombstone.as_str(), &[ctid])
-                .await
-                .map_err(|e| Error::destination("keeping a failing copied row's key out", e))?;
-        }
-        let row = dest
-            .query_one(statement.as_str(), &[ctid])
-            .await
-            .map_err(failed)?;
-        let key: Vec<String> = row.get(0);
-        let source_row: Option<serde_json::Value> = row.get(1);
-        let lsn: String = row
-            .get::<_, Option<String>>(2)
-            .unwrap_or_else(|| chunk.map(|c| c.lsn).unwrap_or_default().to_string());
-        let seq: i32 = row
-            .get::<_, Option<i32>>(3)
-            .unwrap_or_else(|| chunk.map(|c| c.seq).unwrap_or(0));
-        dest.execute(
-            "INSERT INTO walfill.dead_letters
-                 (target, version, key, key_columns, lsn, seq, error, source_row)
-             VALUES ($1, $2, $3, $4, $5::text::pg_lsn, $6, $7, $8)
-             ON CONFLICT (target, version, key) DO UPDATE
-                SET lsn = excluded.lsn, seq = excluded.seq, error = excluded.error,
-                    source_row = excluded.source_row, created_at = now(),
-                    attempts = walfill.dead_letters.attempts + 1",
-            &[
-                &plan.def.target,
-                &plan.def.version,
-                &key,
-                &plan.key,
-                &lsn,
-                &seq,
-                error,
-                &source_row,
-            ],
-        )
-        .await
-        .map_err(|e| Error::destination("recording a dead letter", e))?;
-        tracing::warn!(
-            target = %plan.def.target,
-            version = %plan.def.version,
-            key = ?key,
-            %error,
-            "the transform fails on this row; it goes to the dead letters and its key is \
-             absent from the version (`walfill dead-letters` lists them)"
-        );
-    }
-    Ok(poison.len() as u64)
+    tracing::warn!(
+        target = %plan.def.target,
+        version = %plan.def.version,
+        rows = count,
+        of = candidates,
+        first_key = key.as_deref().unwrap_or(""),
+        first_error = error.as_deref().unwrap_or(""),
+        "the transform fails on rows of this batch; they go to the dead letters and their keys \
+         are absent from the version (`walfill dead-letters` lists them)"
+    );
+    let sample = format!(
+        "key {}: {}",
+        key.unwrap_or_default(),
+        error.unwrap_or_default()
+    );
+    Ok((count as u64, sample))
 }

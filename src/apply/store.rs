@@ -88,6 +88,13 @@ impl Store {
         }
     }
 
+    /// The share of the rows read (percent) that may fail the transform
+    /// before storing stops (`[backfill] max_dead_letter_percent`).
+    pub fn with_dead_letter_limit(mut self, percent: u32) -> Store {
+        self.dead.limit_percent = percent;
+        self
+    }
+
     /// The plan.
     pub fn plan(&self) -> &Plan {
         &self.plan
@@ -241,6 +248,7 @@ impl Store {
             &self.plan,
             &self.dead,
             Guarding::Savepoint,
+            read.rows,
             &with_params,
             Some(Copied { lsn, seq, stored }),
             "",
@@ -288,10 +296,12 @@ impl Store {
         let written = |e| Error::destination("writing a batch to the work table", e);
         let mut text = String::new();
         let mut unchanged = false;
+        let mut rows = 0u64;
         for (key, entry) in entries {
             if self.loading && entry.op != Op::Upsert {
                 continue;
             }
+            rows += 1;
             let unknown = write_entry(&mut text, &columns, &key_positions, &key, &entry);
             if unknown && self.loading {
                 // No stored row to take the values from.
@@ -382,6 +392,7 @@ impl Store {
             &self.plan,
             &self.dead,
             guarding,
+            rows,
             &with_params,
             None,
             &then,

@@ -203,6 +203,19 @@ pub(crate) fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
         writers: v.positive("backfill.writers", b.writers, 2)?,
         spill_dir: b.spill_dir.clone().unwrap_or_else(std::env::temp_dir),
         allow_dead_letters: b.allow_dead_letters.unwrap_or(false),
+        max_dead_letter_percent: match b.max_dead_letter_percent {
+            Some(p) if p > 100 => {
+                return Err(v.invalid(
+                    None,
+                    &format!(
+                        "backfill.max_dead_letter_percent = {p}: it is a percentage of the rows \
+                         read, from 0 (no failing row allowed) to 100 (no limit)"
+                    ),
+                ))
+            }
+            Some(p) => p,
+            None => 20,
+        },
         verify_before_swap: b.verify_before_swap.unwrap_or(false),
     };
 

@@ -131,6 +131,10 @@ pub struct BackfillSettings {
     /// Whether a version with dead letters (rows whose transform failed,
     /// absent from it) may be swapped in.
     pub allow_dead_letters: bool,
+    /// The share of the rows a store has read (percent) that may fail the
+    /// transform before the job stops: past it, the transform is broken
+    /// rather than the rows.
+    pub max_dead_letter_percent: u32,
     /// Whether every swap a backfill makes is preceded by `walfill verify`.
     pub verify_before_swap: bool,
     /// A cap on the snapshot copy's rate, to spare the source (none by default).

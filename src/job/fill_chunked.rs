@@ -113,7 +113,8 @@ pub(super) async fn fill_chunked(
         Store::loading(plan.clone())
     } else {
         Store::new(plan.clone())
-    };
+    }
+    .with_dead_letter_limit(cx.config.backfill.max_dead_letter_percent);
     match ranges {
         None => copy_serially(cx, dest, state, plan, &store, (direct, format, projection)).await?,
         Some(ranges) => {

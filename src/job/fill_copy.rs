@@ -143,7 +143,8 @@ pub(super) async fn fill_copy(
         Store::loading(plan.clone())
     } else {
         Store::new(plan.clone())
-    };
+    }
+    .with_dead_letter_limit(cx.config.backfill.max_dead_letter_percent);
     let mut copy = copy;
     let (target, version) = (state.target.clone(), state.version.clone());
     let mut throttled =

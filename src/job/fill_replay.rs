@@ -119,7 +119,8 @@ pub(super) async fn fill_replay(
     // An earlier attempt may have built the key already (it died before
     // recording the end of the fill): the load goes on without it.
     super::key_index::drop(dest, plan).await?;
-    let store = Store::loading(plan.clone());
+    let store = Store::loading(plan.clone())
+        .with_dead_letter_limit(cx.config.backfill.max_dead_letter_percent);
     let started = Instant::now();
     let mut reported = None;
     let outcome = loop {

@@ -101,7 +101,8 @@ impl Follower {
         .await?;
         Ok(Follower {
             live,
-            store: Store::new(plan.clone()),
+            store: Store::new(plan.clone())
+                .with_dead_letter_limit(config.backfill.max_dead_letter_percent),
         })
     }
 

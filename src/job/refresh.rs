@@ -111,7 +111,8 @@ pub async fn refresh(
         cancel.clone(),
     )
     .await?;
-    let store = Store::shared(plan.clone());
+    let store =
+        Store::shared(plan.clone()).with_dead_letter_limit(config.backfill.max_dead_letter_percent);
     let mut rows = 0;
     {
         let mut throttled = super::throttle::Throttled::new(
