@@ -706,6 +706,85 @@ fn cancelling_a_request_retires_the_version_it_began() {
     );
 }
 
+/// With `[[serve.tokens]]`, the API wants a bearer token: a read token
+/// opens the GETs, a write token the POSTs too, and the request records
+/// the token's name as who asked; `/health` and the page stay open. Without
+/// tokens, `serve` refuses to listen beyond loopback; a token whose secret
+/// is not in the environment stops it at start.
+#[test]
+fn the_api_wants_a_token_of_the_right_access() {
+    let (db, walfill) = built_v1("sv_tokens", 200, "");
+    let (read, write) = ("r3ad-secret-0123456789", "wr1te-secret-0123456789");
+    walfill.configure(
+        &db,
+        &format!(
+            "{}\n[[serve.tokens]]\nname = \"dashboard\"\naccess = \"read\"\n\
+             secret_env = \"WF_TEST_TOKEN_READ\"\n\n[[serve.tokens]]\nname = \"ci\"\n\
+             access = \"write\"\nsecret_env = \"WF_TEST_TOKEN_WRITE\"\n\n{}",
+            serve_section(""),
+            orders_target("v1")
+        ),
+    );
+    // Other commands never need the secrets.
+    walfill.ok(&["status"]);
+    let env = [("WF_TEST_TOKEN_READ", read), ("WF_TEST_TOKEN_WRITE", write)];
+    let mut service = Service::start(&walfill, true, &env);
+    assert_eq!(service.call("GET", "/health", None).0, 200);
+    assert_eq!(service.call("GET", "/", None).0, 200);
+    for path in ["/status", "/metrics", "/ready"] {
+        assert_eq!(
+            service.call("GET", path, None).0,
+            401,
+            "{path} without a token"
+        );
+        assert_eq!(
+            service.call("GET", path, Some("wrong-secret-0123456789")).0,
+            401,
+            "{path} with a wrong token"
+        );
+        assert_eq!(
+            service.call("GET", path, Some(read)).0,
+            200,
+            "{path} with a read token"
+        );
+    }
+    let post = "/targets/orders_summary/backfill";
+    assert_eq!(service.call("POST", post, None).0, 401);
+    let (code, body) = service.call("POST", post, Some(read));
+    assert_eq!(code, 403, "{body}");
+    assert!(body.contains("dashboard"), "{body}");
+    assert_eq!(service.call("POST", "/pause", Some(read)).0, 403);
+    let (code, body) = service.call("POST", post, Some(write));
+    assert_eq!(code, 202, "{body}");
+    assert_eq!(
+        db.value("SELECT requested_by FROM walfill.requests WHERE origin = 'http'")
+            .as_deref(),
+        Some("ci")
+    );
+    service.stop(Duration::from_secs(30));
+
+    // A secret missing from the environment: refused at start.
+    let out = walfill.run(&["serve"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("WF_TEST_TOKEN_READ") && stderr.contains("not set"),
+        "{stderr}"
+    );
+    // No tokens, beyond loopback: refused.
+    walfill.configure(
+        &db,
+        &format!("{}\n{}", serve_section(""), orders_target("v1")),
+    );
+    let out = walfill.run(&["serve", "--listen", "0.0.0.0:0"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("beyond this host, needs tokens"),
+        "{stderr}"
+    );
+}
+
 #[test]
 fn metrics_parse_as_prometheus_text_and_ready_flips_on_repeated_failures() {
     let (db, walfill) = built_v1("sv_http", 3_000, "");

@@ -9,7 +9,8 @@ use walfill_replay::archive::Layout;
 use super::raw::{ArchiverRaw, RawConfig, RawServe, RawTarget};
 use super::{
     ArchiveSettings, ArchiverSetting, BackfillSettings, Config, CopyFormatSetting, PgUrl,
-    QualifiedName, Schedule, ServeSettings, SnapshotMode, Target, ThrottleSettings, TransformOn,
+    QualifiedName, Schedule, ServeSettings, SnapshotMode, Target, ThrottleSettings, Token,
+    TransformOn,
 };
 
 /// PostgreSQL's identifier limit (NAMEDATALEN - 1).
@@ -336,9 +337,39 @@ impl Validator<'_> {
             })?,
             None => chrono_tz::UTC,
         };
+        let mut tokens: Vec<Token> = Vec::new();
+        for t in s.tokens.iter().flatten() {
+            let name = t.name.get_ref().trim().to_string();
+            if name.is_empty() || tokens.iter().any(|o| o.name == name) {
+                return Err(self.invalid(
+                    Some(t.name.span()),
+                    "serve.tokens: each token needs a name of its own (it is recorded as who \
+                     asked)",
+                ));
+            }
+            let write = match t.access.get_ref().as_str() {
+                "read" => false,
+                "write" => true,
+                other => {
+                    return Err(self.invalid(
+                        Some(t.access.span()),
+                        &format!(
+                            "serve.tokens {name}: access is {other:?}; it is \"read\" (GET \
+                             /status, /metrics, /ready) or \"write\" (the POSTs as well)"
+                        ),
+                    ))
+                }
+            };
+            tokens.push(Token {
+                name,
+                write,
+                secret_env: t.secret_env.get_ref().clone(),
+            });
+        }
         Ok(ServeSettings {
             listen,
             timezone,
+            tokens,
             keep_versions: s.keep_versions.unwrap_or(1),
             slot_reap_after_minutes: s.slot_reap_after_minutes.unwrap_or(10),
             auto_rebuild: s.auto_rebuild.unwrap_or(true),

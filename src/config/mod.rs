@@ -245,6 +245,39 @@ impl ThrottleSettings {
     }
 }
 
+/// A bearer token of the HTTP API (`[[serve.tokens]]`). Its secret stays
+/// in the environment of `walfill serve` (other commands never need it).
+#[derive(Clone, Debug)]
+pub struct Token {
+    /// Who holds it: recorded as `requested_by` of what it asks for.
+    pub name: String,
+    /// Whether it may also change things (the POSTs), not only read.
+    pub write: bool,
+    /// The environment variable that holds the secret.
+    pub secret_env: String,
+}
+
+impl Token {
+    /// The secret, from the environment; the error says what to set.
+    pub fn secret(&self) -> Result<String, String> {
+        let var = &self.secret_env;
+        let secret = std::env::var(var).unwrap_or_default();
+        if secret.trim().len() < 16 {
+            return Err(format!(
+                "token {}: the environment variable {var} must hold the token's secret, at \
+                 least 16 characters (e.g. `export {var}=$(openssl rand -hex 24)`); it is {}",
+                self.name,
+                if std::env::var_os(var).is_none() {
+                    "not set"
+                } else {
+                    "too short"
+                }
+            ));
+        }
+        Ok(secret.trim().to_string())
+    }
+}
+
 /// How `walfill serve` runs (`[serve]` in the file).
 #[derive(Clone, Debug)]
 pub struct ServeSettings {
@@ -271,6 +304,9 @@ pub struct ServeSettings {
     /// The first pause before a failed backfill is tried again (doubling,
     /// at most 60 times this).
     pub retry_seconds: u32,
+    /// The HTTP API's bearer tokens (none: the API is open, and may listen
+    /// on a loopback address only).
+    pub tokens: Vec<Token>,
 }
 
 /// The longest suffix walfill adds to a configured version's name for the

@@ -102,6 +102,16 @@ pub(super) struct RawServe {
     pub(super) lease_seconds: Option<u32>,
     pub(super) poll_seconds: Option<u32>,
     pub(super) retry_seconds: Option<u32>,
+    pub(super) tokens: Option<Vec<RawToken>>,
+}
+
+/// One `[[serve.tokens]]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawToken {
+    pub(super) name: Spanned<String>,
+    pub(super) access: Spanned<String>,
+    pub(super) secret_env: Spanned<String>,
 }
 
 /// One `[[target]]`.

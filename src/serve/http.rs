@@ -14,6 +14,12 @@
 //! - `POST /targets/TARGET/backfill`: requests a backfill (202, its id);
 //! - `POST /targets/TARGET/pause`, `.../resume`; `POST /pause`, `/resume`
 //!   for every target.
+//!
+//! With `[[serve.tokens]]`, every endpoint but `/health` and the page
+//! itself (which holds no data, and reads the token it sends from its
+//! URL's `#token=...`) wants `Authorization: Bearer SECRET`: a `read` token
+//! for the GETs, a `write` token for the POSTs too. Without tokens the API
+//! is open and listens on a loopback address only.
 
 use std::sync::Arc;
 
@@ -49,6 +55,10 @@ pub(super) async fn run(
         .route("/targets/{target}/resume", post(resume))
         .route("/pause", post(pause_all))
         .route("/resume", post(resume_all))
+        .layer(axum::middleware::from_fn_with_state(
+            shared.clone(),
+            authorize,
+        ))
         .with_state(shared);
     let served = axum::serve(listener, app)
         .with_graceful_shutdown(cancel.cancelled_owned())
@@ -56,6 +66,64 @@ pub(super) async fn run(
     if let Err(e) = served {
         tracing::error!(error = %e, "the HTTP endpoints stopped");
     }
+}
+
+/// Who asked, as the token that authorized the request names it.
+#[derive(Clone, Debug)]
+struct Caller(String);
+
+/// Lets a request through when the API is open, when it asks for
+/// `/health` or the page, or when it carries a token that allows it.
+async fn authorize(
+    State(shared): State<Arc<Shared>>,
+    mut request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let config = shared.config();
+    let tokens = &config.serve.tokens;
+    let path = request.uri().path();
+    if tokens.is_empty() || path == "/health" || path == "/" {
+        return next.run(request).await;
+    }
+    let given = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim);
+    let Some(token) = given.and_then(|g| {
+        tokens
+            .iter()
+            .find(|t| t.secret().is_ok_and(|secret| same(&secret, g)))
+    }) else {
+        return (
+            StatusCode::UNAUTHORIZED,
+            [(header::WWW_AUTHENTICATE, "Bearer")],
+            Json(serde_json::json!({
+                "error": "this endpoint wants `Authorization: Bearer SECRET` with the secret of \
+                          a token of [[serve.tokens]]"
+            })),
+        )
+            .into_response();
+    };
+    if request.method() != axum::http::Method::GET && !token.write {
+        return (
+            StatusCode::FORBIDDEN,
+            Json(serde_json::json!({
+                "error": format!("token {} may read only; this needs a token with access = \"write\"", token.name)
+            })),
+        )
+            .into_response();
+    }
+    request.extensions_mut().insert(Caller(token.name.clone()));
+    next.run(request).await
+}
+
+/// Whether two secrets are equal, in a time that does not depend on where
+/// they differ.
+fn same(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |d, (x, y)| d | (x ^ y)) == 0
 }
 
 /// An error as a response: the status that fits, the message as JSON.
@@ -192,9 +260,11 @@ struct BackfillQuery {
 
 async fn backfill(
     State(shared): State<Arc<Shared>>,
+    caller: Option<axum::Extension<Caller>>,
     Path(target): Path<String>,
     Query(query): Query<BackfillQuery>,
 ) -> Response {
+    let caller = caller.map(|c| c.0 .0);
     let config = shared.config();
     let made = async {
         config.target(&target)?;
@@ -205,7 +275,14 @@ async fn backfill(
             ));
         }
         let dest = db::connect(&config.destination, Role::Destination).await?;
-        requests::enqueue_scoped(&dest, &target, "http", None, query.scope.as_deref()).await
+        requests::enqueue_by(
+            &dest,
+            &target,
+            "http",
+            query.scope.as_deref(),
+            caller.as_deref(),
+        )
+        .await
     }
     .await;
     match made {

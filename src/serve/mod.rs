@@ -152,6 +152,19 @@ pub async fn serve(
     }
     let worker = worker_name();
     let listen = options.listen.or(config.serve.listen);
+    for token in &config.serve.tokens {
+        token.secret().map_err(Error::Request)?;
+    }
+    if let Some(addr) = listen.filter(|a| !a.ip().is_loopback()) {
+        if config.serve.tokens.is_empty() {
+            return Err(Error::Request(format!(
+                "listening on {addr}, beyond this host, needs tokens: anyone who reaches the \
+                 port could request rebuilds and pause targets. Declare [[serve.tokens]] (name, \
+                 access = \"read\" or \"write\", secret_env = the variable holding its secret), \
+                 or listen on 127.0.0.1"
+            )));
+        }
+    }
     register(&dest, &worker, listen).await?;
     let (config_tx, config_rx) = watch::channel(Arc::new(config));
     let shared = Arc::new(Shared {

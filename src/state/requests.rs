@@ -96,6 +96,27 @@ pub async fn enqueue(
     enqueue_scoped(client, target, origin, version, None).await
 }
 
+/// [`enqueue_scoped`] on behalf of `who` (a token's name; `None`: the
+/// session's role, as for every other request).
+pub async fn enqueue_by(
+    client: &impl GenericClient,
+    target: &str,
+    origin: &str,
+    scope: Option<&str>,
+    who: Option<&str>,
+) -> Result<i64> {
+    let row = client
+        .query_one(
+            "WITH r AS (INSERT INTO walfill.requests (target, origin, scope, requested_by)
+                        VALUES ($1, $2, $3, coalesce($4, current_user)) RETURNING id)
+             SELECT r.id FROM r, LATERAL pg_notify('walfill', 'request ' || r.id) n",
+            &[&target, &origin, &scope, &who],
+        )
+        .await
+        .map_err(|e| Error::destination("recording the request", e))?;
+    Ok(row.get(0))
+}
+
 /// [`enqueue`], for a scoped refresh of the rows matching `scope` when it is
 /// set.
 pub async fn enqueue_scoped(

@@ -140,6 +140,22 @@ impl Service {
         (code, response.text().unwrap_or_default())
     }
 
+    /// `method` `path` with `Authorization: Bearer token` when given:
+    /// status code and body.
+    pub fn call(&self, method: &str, path: &str, token: Option<&str>) -> (u16, String) {
+        let client = reqwest::blocking::Client::new();
+        let mut request = match method {
+            "POST" => client.post(self.url(path)),
+            _ => client.get(self.url(path)),
+        };
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        let response = request.send().expect("HTTP request");
+        let code = response.status().as_u16();
+        (code, response.text().unwrap_or_default())
+    }
+
     /// POST `path`: status code and body.
     pub fn post(&self, path: &str) -> (u16, String) {
         let response = reqwest::blocking::Client::new()
