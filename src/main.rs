@@ -369,15 +369,21 @@ async fn stop_on_signal(cancel: CancellationToken) {
         Err(_) => return,
     };
     for count in 0.. {
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = term.recv() => {}
-        }
+        let interrupt = tokio::select! {
+            _ = tokio::signal::ctrl_c() => true,
+            _ = term.recv() => false,
+        };
         if count > 0 {
             tracing::warn!("stopping now");
             std::process::exit(130);
         }
-        tracing::warn!("stopping after the current batch (press Ctrl-C again to quit at once)");
+        if interrupt {
+            tracing::warn!("stopping after the current batch (press Ctrl-C again to quit at once)");
+        } else {
+            tracing::warn!(
+                "SIGTERM: stopping after the current batch (a second signal quits at once)"
+            );
+        }
         cancel.cancel();
     }
 }

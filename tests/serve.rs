@@ -330,6 +330,13 @@ fn pause_holds_within_a_second_and_resume_continues() {
           WHERE conrelid = 'derived.orders_summary__{version}'::regclass AND contype = 'p'"
     );
     assert_eq!(db.value(&has_key).as_deref(), Some("0"));
+    // status tells how to go on: resume, not a rerun.
+    let status = walfill.ok(&["status"]);
+    assert!(
+        status.contains("paused: `walfill resume orders_summary` continues it")
+            && !status.contains("rerun `walfill backfill"),
+        "{status}"
+    );
 
     walfill.ok(&["resume", "orders_summary"]);
     wait_for(
@@ -782,6 +789,48 @@ fn the_api_wants_a_token_of_the_right_access() {
     assert!(
         stderr.contains("beyond this host, needs tokens"),
         "{stderr}"
+    );
+}
+
+/// Messages that match the state: SIGTERM is not answered with advice
+/// about Ctrl-C; `dead-letters` of a target whose one version is not
+/// published needs no `--version`, and with several it names them.
+#[test]
+fn messages_match_the_state() {
+    let db = TestDb::new("sv_messages");
+    db.exec(
+        "CREATE TABLE stock (id int PRIMARY KEY, qty int);
+         INSERT INTO stock SELECT g, g % 5 FROM generate_series(1, 50) g;",
+    );
+    let target = |version: &str| {
+        format!(
+            "[backfill]\nallow_dead_letters = true\n\n[serve]\npoll_seconds = 1\n\n\
+             [[target]]\nname = \"per\"\nsource = \"public.stock\"\n\
+             select = \"id, 100 / qty AS per\"\nversion = \"{version}\"\n"
+        )
+    };
+    let walfill = Walfill::new(&db, &target("v1"));
+    walfill.ok(&["setup"]);
+    walfill.ok(&["backfill", "per", "--no-swap"]);
+    let listed = walfill.ok(&["dead-letters", "per"]);
+    assert!(listed.contains("division by zero"), "{listed}");
+    walfill.configure(&db, &target("v2"));
+    walfill.ok(&["backfill", "per", "--no-swap"]);
+    let out = walfill.run(&["dead-letters", "per"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("name one with --version: v1, v2"),
+        "{stderr}"
+    );
+
+    let mut service = Service::start(&walfill, false, &[]);
+    std::thread::sleep(Duration::from_secs(2));
+    service.stop(Duration::from_secs(30));
+    let log = service.log();
+    assert!(
+        log.contains("SIGTERM: stopping") && !log.contains("Ctrl-C"),
+        "{log}"
     );
 }
 

@@ -98,11 +98,31 @@ pub async fn version_or_active(
     if let Some(v) = version {
         return Ok(v);
     }
-    target_state(client, target).await?.active.ok_or_else(|| {
-        Error::Request(format!(
-            "target {target} has no active version; name one with --version"
-        ))
-    })
+    if let Some(active) = target_state(client, target).await?.active {
+        return Ok(active);
+    }
+    // None published: the one version there is, or the choice.
+    let versions: Vec<String> = client
+        .query(
+            "SELECT version FROM walfill.versions WHERE target = $1 AND phase <> 'retired'
+              ORDER BY created_at, version",
+            &[&target],
+        )
+        .await
+        .map_err(|e| Error::destination("reading the target's versions", e))?
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    match &versions[..] {
+        [only] => Ok(only.clone()),
+        [] => Err(Error::Request(format!(
+            "target {target} has no version; `walfill backfill {target}` builds one"
+        ))),
+        _ => Err(Error::Request(format!(
+            "target {target} has no active version; name one with --version: {}",
+            versions.join(", ")
+        ))),
+    }
 }
 
 /// Reads which versions of `target` are active and previous.

@@ -286,6 +286,19 @@ pub async fn report(config: &Config) -> Result<Report> {
     } else {
         Default::default()
     };
+    // A fill nobody works on because its target is paused waits for
+    // `walfill resume`, not for a rerun.
+    for v in versions.iter_mut().filter(|v| {
+        paused.iter().any(|p| p == "*" || *p == v.target)
+            && v.note
+                .as_deref()
+                .is_some_and(|n| n.starts_with("interrupted"))
+    }) {
+        v.note = Some(format!(
+            "paused: `walfill resume {}` continues it where it stopped",
+            v.target
+        ));
+    }
     Ok(Report {
         versions,
         slots,
