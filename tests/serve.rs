@@ -834,6 +834,47 @@ fn messages_match_the_state() {
     );
 }
 
+/// An idle-in-transaction session holding a transaction id blocks the
+/// creation of a backfill's slot for as long as it lives: `status` names
+/// it (pid, user, application, age) while the backfill waits, and the
+/// backfill goes on once it ends.
+#[test]
+fn status_names_the_sessions_a_slot_creation_waits_for() {
+    let db = TestDb::new("sv_slot_wait");
+    create_orders(&db, 200);
+    let walfill = Walfill::new(&db, &orders_target("v1"));
+    walfill.ok(&["setup"]);
+    let mut stuck = db.client();
+    stuck
+        .batch_execute("SET application_name = 'forgotten_psql'; BEGIN; SELECT txid_current();")
+        .unwrap();
+    let pid: i32 = stuck
+        .query_one("SELECT pg_backend_pid()", &[])
+        .unwrap()
+        .get(0);
+    let backfill = walfill.spawn(&["backfill", "orders_summary"]);
+    let started = Instant::now();
+    loop {
+        let status = walfill.ok(&["status"]);
+        if status.contains("WAITING: creating its slot waits for") {
+            assert!(
+                status.contains(&format!("pid {pid} ")) && status.contains("forgotten_psql"),
+                "{status}"
+            );
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "status never named the session:\n{status}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    stuck.batch_execute("ROLLBACK").unwrap();
+    walfill.wait_ok(backfill, Duration::from_secs(60));
+    let status = walfill.ok(&["status"]);
+    assert!(!status.contains("WAITING"), "{status}");
+}
+
 #[test]
 fn metrics_parse_as_prometheus_text_and_ready_flips_on_repeated_failures() {
     let (db, walfill) = built_v1("sv_http", 3_000, "");

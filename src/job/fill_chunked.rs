@@ -64,7 +64,16 @@ pub(super) async fn fill_chunked(
         )
         .map_err(|e| Error::destination("forgetting an earlier copy's chunks", e))?;
         tracing::info!(%slot, "creating the slot; this waits for running source transactions");
-        let boundary = Boundary::create(&db::replication_url(&cx.config.source), &slot, false)?;
+        let boundary = super::slot_wait::create_naming_blockers(
+            cx.source,
+            dest,
+            (&state.target, &state.version),
+            {
+                let (url, slot) = (db::replication_url(&cx.config.source), slot.clone());
+                move || Boundary::create(&url, &slot, false)
+            },
+        )
+        .await?;
         failpoint::hit("copy.slot_created");
         // The exported snapshot serves only to describe the stream as of
         // the consistent point; it goes with its connection at once.

@@ -53,7 +53,16 @@ pub(super) async fn fill_copy(
             super::drop_slot(cx.source, &slot).await?;
         }
         tracing::info!(%slot, "creating the slot; this waits for running source transactions");
-        let boundary = Boundary::create(&url, &slot, false)?;
+        let boundary = super::slot_wait::create_naming_blockers(
+            cx.source,
+            dest,
+            (&state.target, &state.version),
+            {
+                let (url, slot) = (url.clone(), slot.clone());
+                move || Boundary::create(&url, &slot, false)
+            },
+        )
+        .await?;
         failpoint::hit("copy.slot_created");
         let base = super::base::writer(cx.config, cx.source, plan, &slot, boundary.lsn).await;
         // The base snapshot keeps the source's rows, so rows go straight

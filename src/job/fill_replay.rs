@@ -59,8 +59,16 @@ pub(super) async fn fill_replay(
             tracing::warn!(%slot, "the version's slot is gone; replaying again to a new boundary");
         }
         tracing::info!(%slot, "creating the slot; this waits for running source transactions");
-        let boundary =
-            Boundary::create_without_snapshot(&db::replication_url(&cx.config.source), &slot)?;
+        let boundary = super::slot_wait::create_naming_blockers(
+            cx.source,
+            dest,
+            (&state.target, &state.version),
+            {
+                let (url, slot) = (db::replication_url(&cx.config.source), slot.clone());
+                move || Boundary::create_without_snapshot(&url, &slot)
+            },
+        )
+        .await?;
         failpoint::hit("replay.slot_created");
         state
             .start_fill(

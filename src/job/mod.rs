@@ -14,6 +14,7 @@ mod key_index;
 mod path;
 mod ranges;
 mod refresh;
+mod slot_wait;
 mod source;
 mod sync;
 mod throttle;

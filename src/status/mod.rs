@@ -207,7 +207,7 @@ pub async fn report(config: &Config) -> Result<Report> {
     let extra = dest
         .query(
             "SELECT v.target, v.version,
-                    CASE WHEN v.phase IN ('copying', 'replaying') THEN v.throttled END,
+                    CASE WHEN v.phase IN ('planned', 'copying', 'replaying') THEN v.throttled END,
                     (SELECT count(*) FROM walfill.dead_letters d
                       WHERE d.target = v.target AND d.version = v.version),
                     v.apply_lag_seconds,
@@ -520,6 +520,7 @@ fn print(report: &Report) -> Result<()> {
                 .map(|p| format!("pid {p}"))
                 .unwrap_or_else(|| "-".into()),
             match (&r.throttled, r.dead_letters) {
+                (Some(why), _) if r.phase == "planned" => format!("WAITING: {why}"),
                 (Some(why), _) => format!("THROTTLED: {why}"),
                 (None, n) if n > 0 => format!(
                     "{n} dead letter(s): `walfill dead-letters {}`{}",
