@@ -12,7 +12,7 @@ use tokio_postgres::Client;
 use tokio_util::sync::CancellationToken;
 use walfill_core::sql::{describe_pg_error, ident_list, quote_ident, quote_literal};
 
-use crate::config::Config;
+use crate::config::{Config, Grant, Target};
 use crate::db::{self, Role};
 use crate::error::{Directive, Error, Result};
 use crate::failpoint;
@@ -43,7 +43,7 @@ pub async fn swap(
     let stale = ready_to_publish(config, dest, target, version, force, cancel).await?;
     publish(
         dest,
-        target,
+        (target, config.target(target).ok()),
         version,
         config.backfill.swap_lock_timeout_ms,
         "swap",
@@ -71,7 +71,7 @@ pub async fn rollback(
     let stale = ready_to_publish(config, dest, target, &previous, force, cancel).await?;
     publish(
         dest,
-        target,
+        (target, config.target(target).ok()),
         &previous,
         config.backfill.swap_lock_timeout_ms,
         "rollback",
@@ -256,19 +256,26 @@ async fn catch_up_version(
     catch_up(&cx, dest, v, &mut follower, "swap.catchup").await
 }
 
-/// Replaces the view, retrying while long-running readers hold it.
+/// Replaces the view, retrying while long-running readers hold it; the
+/// target's declared indexes (`declared`, its configuration) are built on
+/// the version's table first, and its declared grants applied with the
+/// swap.
 async fn publish(
     dest: &mut Client,
-    target: &str,
+    (target, declared): (&str, Option<&Target>),
     version: &str,
     lock_timeout_ms: u64,
     kind: &str,
     stale: Option<&str>,
 ) -> Result<()> {
+    if let Some(declared) = declared {
+        build_indexes(dest, declared, target, version).await?;
+    }
+    let grants = declared.map(|d| d.grants.as_slice()).unwrap_or_default();
     let mut attempt = 0;
     loop {
         attempt += 1;
-        match try_swap(dest, target, version, lock_timeout_ms, kind, stale).await {
+        match try_swap(dest, target, version, lock_timeout_ms, kind, stale, grants).await {
             Err(Error::Destination { source, .. })
                 if attempt < LOCK_ATTEMPTS
                     && source.code()
@@ -286,6 +293,45 @@ async fn publish(
     }
 }
 
+/// Builds `declared`'s indexes on the table of `version` (those it lacks),
+/// outside the swap's transaction.
+async fn build_indexes(
+    dest: &Client,
+    declared: &Target,
+    target: &str,
+    version: &str,
+) -> Result<()> {
+    if declared.indexes.is_empty() {
+        return Ok(());
+    }
+    let v = VersionState::load_existing(dest, target, version).await?;
+    for spec in &declared.indexes {
+        let name = index_name(&v.table_name, spec);
+        let sql = format!(
+            "CREATE INDEX IF NOT EXISTS {} ON {} {spec}",
+            quote_ident(&name),
+            v.staging_table()
+        );
+        tracing::info!(target, version, index = %name, %spec, "building a declared index");
+        dest.batch_execute(&sql).await.map_err(|e| {
+            Error::destination(
+                format!("building the declared index {spec} of target {target}"),
+                e,
+            )
+        })?;
+    }
+    Ok(())
+}
+
+/// A declared index's name on `table`: the table's name and a hash of the
+/// declaration, so a changed declaration gives a new index.
+fn index_name(table: &str, spec: &str) -> String {
+    let hash = format!("{:08x}", walfill_core::name::fnv1a(spec.as_bytes()) as u32);
+    let stem: String = table.chars().take(63 - 1 - hash.len()).collect();
+    format!("{stem}_{hash}")
+}
+
+#[allow(clippy::too_many_arguments)]
 async fn try_swap(
     dest: &mut Client,
     target: &str,
@@ -293,6 +339,7 @@ async fn try_swap(
     lock_timeout_ms: u64,
     kind: &str,
     stale: Option<&str>,
+    grants: &[Grant],
 ) -> Result<()> {
     let tx = dest
         .transaction()
@@ -411,6 +458,26 @@ async fn try_swap(
             tx.batch_execute(&grant)
                 .await
                 .map_err(failed("restoring the view's grants"))?;
+        }
+    }
+    // The declared grants, on the view and the version's table: restored
+    // with every swap, even after the schema was lost.
+    for grant in grants {
+        for object in [&view, &table] {
+            tx.batch_execute(&format!(
+                "GRANT {} ON {object} TO {}",
+                grant.privileges, grant.roles
+            ))
+            .await
+            .map_err(|e| {
+                Error::destination(
+                    format!(
+                        "applying the declared grant {} TO {} of target {target}",
+                        grant.privileges, grant.roles
+                    ),
+                    e,
+                )
+            })?;
         }
     }
     tx.execute(

@@ -182,3 +182,71 @@ fn rollback_refuses_a_version_that_cannot_follow_its_source() {
         Some("true")
     );
 }
+
+/// Declared indexes are built on every version's table before it is
+/// published, and declared grants applied to the view and the version's
+/// table at each swap: after the schema is lost and the target rebuilt,
+/// readers keep their access.
+#[test]
+fn declared_indexes_and_grants_reach_every_version() {
+    let db = TestDb::new("sw_declared");
+    crate::support::workload::create_orders(&db, 500);
+    let role = format!("wf_reader_{}", db.name);
+    db.exec(&format!(
+        "DROP ROLE IF EXISTS {role}; CREATE ROLE {role} NOLOGIN"
+    ));
+    let target = |version: &str, grants: &str| {
+        crate::support::workload::orders_target(version).replace(
+            "schema = \"derived\"\n",
+            &format!(
+                "schema = \"derived\"\nindexes = [\"(customer_id)\", \"(total) WHERE status = \
+                 'OPEN'\"]\ngrants = [{grants}]\n"
+            ),
+        )
+    };
+    let good = format!("\"SELECT TO {role}\"");
+    let walfill = Walfill::new(&db, &target("v1", &good));
+    walfill.ok(&["setup"]);
+    walfill.ok(&["backfill", "orders_summary"]);
+    let indexed = |table: &str| {
+        db.value(&format!(
+            "SELECT string_agg(indexdef, ' | ' ORDER BY indexdef) FROM pg_indexes
+              WHERE schemaname = 'derived' AND tablename = '{table}'"
+        ))
+        .unwrap_or_default()
+    };
+    let may_read = |object: &str| {
+        db.value(&format!(
+            "SELECT has_table_privilege('{role}', '{object}', 'SELECT')"
+        ))
+    };
+    let v1 = indexed("orders_summary__v1");
+    assert!(
+        v1.contains("(customer_id)") && v1.contains("WHERE (status = 'OPEN'::text)"),
+        "{v1}"
+    );
+    assert_eq!(may_read("derived.orders_summary").as_deref(), Some("true"));
+    assert_eq!(
+        may_read("derived.orders_summary__v1").as_deref(),
+        Some("true")
+    );
+
+    // The schema is lost; the rebuilt version gets its indexes, and the
+    // view its grants, again.
+    db.exec("DROP SCHEMA derived CASCADE");
+    walfill.configure(&db, &target("v2", &good));
+    walfill.ok(&["backfill", "orders_summary"]);
+    assert!(indexed("orders_summary__v2").contains("(customer_id)"));
+    assert_eq!(may_read("derived.orders_summary").as_deref(), Some("true"));
+    assert_eq!(
+        may_read("derived.orders_summary__v2").as_deref(),
+        Some("true")
+    );
+
+    // A grant that is not `PRIVILEGES TO ROLES` is refused with the form.
+    walfill.configure(&db, &target("v2", &format!("\"SELECT {role}\"")));
+    let out = walfill.run(&["status"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("PRIVILEGES TO ROLES"), "{stderr}");
+}

@@ -8,7 +8,7 @@ use walfill_replay::archive::Layout;
 
 use super::raw::{ArchiverRaw, RawConfig, RawServe, RawTarget};
 use super::{
-    ArchiveSettings, ArchiverSetting, BackfillSettings, Config, CopyFormatSetting, PgUrl,
+    ArchiveSettings, ArchiverSetting, BackfillSettings, Config, CopyFormatSetting, Grant, PgUrl,
     QualifiedName, Schedule, ServeSettings, SnapshotMode, Target, ThrottleSettings, Token,
     TransformOn,
 };
@@ -495,7 +495,7 @@ impl Validator<'_> {
             .map(|f| f.get_ref().trim().to_string())
             .filter(|f| !f.is_empty());
         Ok(Target {
-            name,
+            name: name.clone(),
             source,
             key,
             select: t.select.get_ref().trim().to_string(),
@@ -504,6 +504,49 @@ impl Validator<'_> {
             schema,
             schedule,
             auto_rebuild: t.auto_rebuild.unwrap_or(serve.auto_rebuild),
+            indexes: t
+                .indexes
+                .iter()
+                .flatten()
+                .map(|i| {
+                    let spec = i.get_ref().trim();
+                    if spec.is_empty() || spec.contains(';') {
+                        return Err(self.invalid(
+                            Some(i.span()),
+                            &format!(
+                                "target {name:?}: index {spec:?} is not what follows `CREATE \
+                                 INDEX name ON table`, such as \"(customer_id)\" or \"USING gin \
+                                 (tags)\""
+                            ),
+                        ));
+                    }
+                    Ok(spec.to_string())
+                })
+                .collect::<Result<_, _>>()?,
+            grants: t
+                .grants
+                .iter()
+                .flatten()
+                .map(|g| {
+                    let text = g.get_ref().trim();
+                    let upper = text.to_ascii_uppercase();
+                    match upper.find(" TO ") {
+                        Some(at) if at > 0 && !text.contains(';') && at + 4 < text.len() => {
+                            Ok(Grant {
+                                privileges: text[..at].trim().to_string(),
+                                roles: text[at + 4..].trim().to_string(),
+                            })
+                        }
+                        _ => Err(self.invalid(
+                            Some(g.span()),
+                            &format!(
+                                "target {name:?}: grant {text:?} is not `PRIVILEGES TO ROLES`, \
+                                 such as \"SELECT TO analyst\""
+                            ),
+                        )),
+                    }
+                })
+                .collect::<Result<_, _>>()?,
         })
     }
 }

@@ -344,6 +344,21 @@ pub struct Target {
     /// Whether `walfill serve` rebuilds a published version found lost (its
     /// table dropped, its slot gone) or only reports it.
     pub auto_rebuild: bool,
+    /// Indexes every version's table gets before it is published: what
+    /// follows `CREATE INDEX name ON table`, e.g. `(customer_id)`.
+    pub indexes: Vec<String>,
+    /// Grants on the view and every version's table, each `PRIVILEGES TO
+    /// ROLES` (e.g. `SELECT TO analyst`), applied at each swap.
+    pub grants: Vec<Grant>,
+}
+
+/// One of a target's declared grants.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Grant {
+    /// What is granted, e.g. `SELECT`.
+    pub privileges: String,
+    /// To whom, e.g. `analyst, reporting`.
+    pub roles: String,
 }
 
 impl Target {

@@ -128,6 +128,8 @@ pub(super) struct RawTarget {
     pub(super) schema: Option<Spanned<String>>,
     pub(super) schedule: Option<Spanned<String>>,
     pub(super) auto_rebuild: Option<bool>,
+    pub(super) indexes: Option<Vec<Spanned<String>>>,
+    pub(super) grants: Option<Vec<Spanned<String>>>,
 }
 
 /// `[serve] archiver`: `true`, `false` or `"auto"`.
