@@ -24,6 +24,7 @@ pub mod config;
 pub mod db;
 pub mod dead_letters;
 pub mod decode;
+pub mod dependents;
 pub mod error;
 pub mod failpoint;
 pub mod job;

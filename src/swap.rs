@@ -12,7 +12,7 @@ use tokio_postgres::Client;
 use tokio_util::sync::CancellationToken;
 use walfill_core::sql::{describe_pg_error, ident_list, quote_ident, quote_literal};
 
-use crate::config::{Config, Grant, Target};
+use crate::config::{Config, Target};
 use crate::db::{self, Role};
 use crate::error::{Directive, Error, Result};
 use crate::failpoint;
@@ -271,11 +271,20 @@ async fn publish(
     if let Some(declared) = declared {
         build_indexes(dest, declared, target, version).await?;
     }
-    let grants = declared.map(|d| d.grants.as_slice()).unwrap_or_default();
     let mut attempt = 0;
     loop {
         attempt += 1;
-        match try_swap(dest, target, version, lock_timeout_ms, kind, stale, grants).await {
+        match try_swap(
+            dest,
+            target,
+            version,
+            lock_timeout_ms,
+            kind,
+            stale,
+            declared,
+        )
+        .await
+        {
             Err(Error::Destination { source, .. })
                 if attempt < LOCK_ATTEMPTS
                     && source.code()
@@ -339,8 +348,10 @@ async fn try_swap(
     lock_timeout_ms: u64,
     kind: &str,
     stale: Option<&str>,
-    grants: &[Grant],
+    declared: Option<&Target>,
 ) -> Result<()> {
+    let grants = declared.map(|d| d.grants.as_slice()).unwrap_or_default();
+    let recreate = declared.is_some_and(|d| d.recreate_dependents);
     let tx = dest
         .transaction()
         .await
@@ -444,20 +455,55 @@ async fn try_swap(
         }
         // The columns differ in a way CREATE OR REPLACE cannot express.
         tracing::debug!(error = %describe_pg_error(&e), "recreating the view");
+        tx.batch_execute("ROLLBACK TO SAVEPOINT walfill_replace")
+            .await
+            .map_err(failed("swapping the view"))?;
+        let dependents = match recreate {
+            true => crate::dependents::find(&tx, &view).await?,
+            false => Vec::new(),
+        };
+        let cascade = if dependents.is_empty() {
+            ""
+        } else {
+            " CASCADE"
+        };
         tx.batch_execute(&format!(
-            "ROLLBACK TO SAVEPOINT walfill_replace; DROP VIEW IF EXISTS {view}; CREATE {create}"
+            "DROP VIEW IF EXISTS {view}{cascade}; CREATE {create}"
         ))
         .await
         .map_err(|e| {
-            Error::destination(
-                format!("recreating view {view} (objects that depend on it block this)"),
-                e,
-            )
+            if e.code() == Some(&tokio_postgres::error::SqlState::DEPENDENT_OBJECTS_STILL_EXIST) {
+                return Error::Request(format!(
+                    "publishing version {version} of {target} changes the view's columns, so \
+                     {view} must be dropped and created again, and objects depend on it ({}). \
+                     Set `dependent_views = \"recreate\"` on the target (the swap recreates \
+                     them), or drop them and recreate them after the swap",
+                    e.as_db_error()
+                        .and_then(|d| d.detail())
+                        .unwrap_or("see the view's dependents")
+                        .replace('\n', "; ")
+                ));
+            }
+            Error::destination(format!("recreating view {view}"), e)
         })?;
         for grant in existing.map(|(_, g)| g).unwrap_or_default() {
             tx.batch_execute(&grant)
                 .await
                 .map_err(failed("restoring the view's grants"))?;
+        }
+        for dependent in &dependents {
+            for statement in &dependent.create {
+                tx.batch_execute(statement).await.map_err(|e| {
+                    Error::Request(format!(
+                        "the {} {} depends on the view and no longer fits its new columns: {}; \
+                         the swap changed nothing: change or drop it, then swap again",
+                        dependent.kind,
+                        dependent.name,
+                        describe_pg_error(&e)
+                    ))
+                })?;
+            }
+            tracing::info!(target, version, object = %dependent.name, kind = dependent.kind, "recreated an object that depends on the view");
         }
     }
     // The declared grants, on the view and the version's table: restored

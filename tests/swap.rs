@@ -250,3 +250,96 @@ fn declared_indexes_and_grants_reach_every_version() {
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("PRIVILEGES TO ROLES"), "{stderr}");
 }
+
+/// Objects readers built on the view (a view, a materialized view on it,
+/// a `BEGIN ATOMIC` function): a version that changes the view's columns
+/// is refused by `plan` and the backfill before building, naming them
+/// (exit 2); with `dependent_views = "recreate"` the swap recreates them
+/// with their grants, and one that no longer fits fails the swap, which
+/// changes nothing.
+#[test]
+fn objects_on_the_view_are_named_or_recreated() {
+    use crate::support::workload::{create_orders, orders_target, ORDERS_SELECT};
+    let db = TestDb::new("sw_dependents");
+    create_orders(&db, 300);
+    let role = format!("wf_report_{}", db.name);
+    db.exec(&format!("DROP ROLE IF EXISTS {role}; CREATE ROLE {role} NOLOGIN"));
+    let walfill = Walfill::new(&db, &orders_target("v1"));
+    walfill.ok(&["setup"]);
+    walfill.ok(&["backfill", "orders_summary"]);
+    db.exec(&format!(
+        "CREATE SCHEMA reports;
+         CREATE VIEW reports.open_orders AS
+           SELECT id, status FROM derived.orders_summary WHERE status = 'OPEN';
+         CREATE MATERIALIZED VIEW reports.open_count AS SELECT count(*) AS n FROM reports.open_orders;
+         CREATE FUNCTION reports.order_count() RETURNS bigint LANGUAGE sql
+           BEGIN ATOMIC SELECT count(*) FROM derived.orders_summary; END;
+         GRANT SELECT ON reports.open_orders TO {role};"
+    ));
+    // v2 drops `total`: the view must be recreated.
+    let v2_select = ORDERS_SELECT.replace(", total_cents / 100.0 AS total", "");
+    let v2 = orders_target("v2").replace(ORDERS_SELECT, &v2_select);
+    walfill.configure(&db, &v2);
+    for args in [&["plan", "orders_summary"][..], &["backfill", "orders_summary"][..]] {
+        let out = walfill.run(args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        for name in [
+            "reports.open_orders (view)",
+            "reports.open_count (materialized view)",
+            "reports.order_count() (function)",
+            "dependent_views = \"recreate\"",
+        ] {
+            assert!(stderr.contains(name), "{args:?} does not name {name}: {stderr}");
+        }
+    }
+    assert_eq!(
+        db.value("SELECT count(*) FROM walfill.versions WHERE version = 'v2'")
+            .as_deref(),
+        Some("0"),
+        "a refused version was built"
+    );
+
+    let recreate = |config: &str| config.replace("version = ", "dependent_views = \"recreate\"\nversion = ");
+    walfill.configure(&db, &recreate(&v2));
+    walfill.ok(&["backfill", "orders_summary"]);
+    assert_eq!(
+        db.value("SELECT version FROM walfill.versions WHERE phase = 'active'")
+            .as_deref(),
+        Some("v2")
+    );
+    let open: String = db
+        .value("SELECT count(*) FROM derived.orders_summary WHERE status = 'OPEN'")
+        .unwrap();
+    assert_eq!(db.value("SELECT count(*) FROM reports.open_orders").unwrap(), open);
+    assert_eq!(db.value("SELECT n FROM reports.open_count").unwrap(), open);
+    assert_eq!(
+        db.value("SELECT reports.order_count()").unwrap(),
+        db.value("SELECT count(*) FROM derived.orders_summary").unwrap()
+    );
+    assert_eq!(
+        db.value(&format!(
+            "SELECT has_table_privilege('{role}', 'reports.open_orders', 'SELECT')"
+        ))
+        .as_deref(),
+        Some("true")
+    );
+
+    // v3 drops `status`, which reports.open_orders reads: the swap fails
+    // and v2 stays published, its dependents intact.
+    let v3_select = v2_select.replace(", upper(status) AS status", "");
+    walfill.configure(&db, &recreate(&orders_target("v3").replace(ORDERS_SELECT, &v3_select)));
+    let out = walfill.run(&["backfill", "orders_summary"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("reports.open_orders depends on the view and no longer fits"),
+        "{stderr}"
+    );
+    assert_eq!(
+        db.value("SELECT version FROM walfill.versions WHERE phase = 'active'")
+            .as_deref(),
+        Some("v2")
+    );
+    assert_eq!(db.value("SELECT count(*) FROM reports.open_orders").unwrap(), open);
+}

@@ -547,6 +547,23 @@ impl Validator<'_> {
                     }
                 })
                 .collect::<Result<_, _>>()?,
+            recreate_dependents: match t.dependent_views.as_ref() {
+                None => false,
+                Some(d) => match d.get_ref().as_str() {
+                    "refuse" => false,
+                    "recreate" => true,
+                    other => {
+                        return Err(self.invalid(
+                            Some(d.span()),
+                            &format!(
+                                "target {name:?}: dependent_views is {other:?}; it is \"refuse\" \
+                                 (the default: a version that must recreate the view is refused \
+                                 while objects depend on it) or \"recreate\""
+                            ),
+                        ))
+                    }
+                },
+            },
         })
     }
 }

@@ -350,6 +350,10 @@ pub struct Target {
     /// Grants on the view and every version's table, each `PRIVILEGES TO
     /// ROLES` (e.g. `SELECT TO analyst`), applied at each swap.
     pub grants: Vec<Grant>,
+    /// `dependent_views = "recreate"`: a swap that must drop and recreate
+    /// the view recreates the objects that depend on it (see
+    /// `crate::dependents`); otherwise such a version is refused.
+    pub recreate_dependents: bool,
 }
 
 /// One of a target's declared grants.

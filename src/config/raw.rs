@@ -130,6 +130,7 @@ pub(super) struct RawTarget {
     pub(super) auto_rebuild: Option<bool>,
     pub(super) indexes: Option<Vec<Spanned<String>>>,
     pub(super) grants: Option<Vec<Spanned<String>>>,
+    pub(super) dependent_views: Option<Spanned<String>>,
 }
 
 /// `[serve] archiver`: `true`, `false` or `"auto"`.

@@ -90,6 +90,7 @@ pub async fn backfill_target(
         None => {
             let table = plan::describe(&source, &wanted).await?;
             let plan = plan::build(&dest, &wanted, table.clone()).await?;
+            crate::dependents::check(&dest, config.target(name)?, &plan).await?;
             create_staging(&dest, &plan).await?;
             VersionState::create(
                 &mut dest,

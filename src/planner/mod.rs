@@ -560,6 +560,7 @@ pub async fn plan(
     let def = crate::plan::Definition::from_config(target);
     let table = crate::plan::describe(&source, &def).await?;
     let plan = crate::plan::build(&dest, &def, table).await?;
+    crate::dependents::check(&dest, target, &plan).await?;
     let mut decision = decide_now(config, &source, &plan, cancel).await?;
     if crate::state::require(&dest).await.is_ok() {
         for v in crate::state::VersionState::list(&dest).await? {
