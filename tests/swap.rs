@@ -263,7 +263,9 @@ fn objects_on_the_view_are_named_or_recreated() {
     let db = TestDb::new("sw_dependents");
     create_orders(&db, 300);
     let role = format!("wf_report_{}", db.name);
-    db.exec(&format!("DROP ROLE IF EXISTS {role}; CREATE ROLE {role} NOLOGIN"));
+    db.exec(&format!(
+        "DROP ROLE IF EXISTS {role}; CREATE ROLE {role} NOLOGIN"
+    ));
     let walfill = Walfill::new(&db, &orders_target("v1"));
     walfill.ok(&["setup"]);
     walfill.ok(&["backfill", "orders_summary"]);
@@ -280,7 +282,10 @@ fn objects_on_the_view_are_named_or_recreated() {
     let v2_select = ORDERS_SELECT.replace(", total_cents / 100.0 AS total", "");
     let v2 = orders_target("v2").replace(ORDERS_SELECT, &v2_select);
     walfill.configure(&db, &v2);
-    for args in [&["plan", "orders_summary"][..], &["backfill", "orders_summary"][..]] {
+    for args in [
+        &["plan", "orders_summary"][..],
+        &["backfill", "orders_summary"][..],
+    ] {
         let out = walfill.run(args);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
@@ -290,7 +295,10 @@ fn objects_on_the_view_are_named_or_recreated() {
             "reports.order_count() (function)",
             "dependent_views = \"recreate\"",
         ] {
-            assert!(stderr.contains(name), "{args:?} does not name {name}: {stderr}");
+            assert!(
+                stderr.contains(name),
+                "{args:?} does not name {name}: {stderr}"
+            );
         }
     }
     assert_eq!(
@@ -300,7 +308,8 @@ fn objects_on_the_view_are_named_or_recreated() {
         "a refused version was built"
     );
 
-    let recreate = |config: &str| config.replace("version = ", "dependent_views = \"recreate\"\nversion = ");
+    let recreate =
+        |config: &str| config.replace("version = ", "dependent_views = \"recreate\"\nversion = ");
     walfill.configure(&db, &recreate(&v2));
     walfill.ok(&["backfill", "orders_summary"]);
     assert_eq!(
@@ -311,11 +320,16 @@ fn objects_on_the_view_are_named_or_recreated() {
     let open: String = db
         .value("SELECT count(*) FROM derived.orders_summary WHERE status = 'OPEN'")
         .unwrap();
-    assert_eq!(db.value("SELECT count(*) FROM reports.open_orders").unwrap(), open);
+    assert_eq!(
+        db.value("SELECT count(*) FROM reports.open_orders")
+            .unwrap(),
+        open
+    );
     assert_eq!(db.value("SELECT n FROM reports.open_count").unwrap(), open);
     assert_eq!(
         db.value("SELECT reports.order_count()").unwrap(),
-        db.value("SELECT count(*) FROM derived.orders_summary").unwrap()
+        db.value("SELECT count(*) FROM derived.orders_summary")
+            .unwrap()
     );
     assert_eq!(
         db.value(&format!(
@@ -328,7 +342,10 @@ fn objects_on_the_view_are_named_or_recreated() {
     // v3 drops `status`, which reports.open_orders reads: the swap fails
     // and v2 stays published, its dependents intact.
     let v3_select = v2_select.replace(", upper(status) AS status", "");
-    walfill.configure(&db, &recreate(&orders_target("v3").replace(ORDERS_SELECT, &v3_select)));
+    walfill.configure(
+        &db,
+        &recreate(&orders_target("v3").replace(ORDERS_SELECT, &v3_select)),
+    );
     let out = walfill.run(&["backfill", "orders_summary"]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
@@ -341,5 +358,9 @@ fn objects_on_the_view_are_named_or_recreated() {
             .as_deref(),
         Some("v2")
     );
-    assert_eq!(db.value("SELECT count(*) FROM reports.open_orders").unwrap(), open);
+    assert_eq!(
+        db.value("SELECT count(*) FROM reports.open_orders")
+            .unwrap(),
+        open
+    );
 }
