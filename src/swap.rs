@@ -63,11 +63,31 @@ pub async fn rollback(
     cancel: &CancellationToken,
 ) -> Result<String> {
     let current = state::target_state(&*dest, target).await?;
-    let previous = current.previous.ok_or_else(|| {
-        Error::Request(format!(
-            "target {target} has no previous version to roll back to"
-        ))
-    })?;
+    let Some(previous) = current.previous else {
+        // Built versions that were never published (a rebuild's) are not
+        // "previous", but may be what the operator wants.
+        let ready: Vec<String> = dest
+            .query(
+                "SELECT version FROM walfill.versions
+                  WHERE target = $1 AND phase = 'ready' AND lost IS NULL
+                  ORDER BY caught_up_at DESC NULLS LAST, version",
+                &[&target],
+            )
+            .await
+            .map_err(|e| Error::destination("reading the target's versions", e))?
+            .iter()
+            .map(|r| r.get(0))
+            .collect();
+        return Err(Error::Request(match ready.first() {
+            Some(newest) => format!(
+                "target {target} has no previous version to roll back to (none was published \
+                 before the active one); built and ready: {}. `walfill swap {target} {newest}` \
+                 publishes one",
+                ready.join(", ")
+            ),
+            None => format!("target {target} has no previous version to roll back to"),
+        }));
+    };
     let stale = ready_to_publish(config, dest, target, &previous, force, cancel).await?;
     publish(
         dest,

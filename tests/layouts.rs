@@ -431,3 +431,36 @@ fn nothing_is_written_into_another_tools_archive() {
     let files = archive.files();
     assert!(files.iter().all(|f| f.starts_with("wal_005/")), "{files:?}");
 }
+
+/// A table older than an archive another tool fills can never replay
+/// there (walfill keeps no base snapshots in it): `plan` says so, instead
+/// of promising a base the first snapshot backfill would write.
+#[test]
+fn plan_says_a_table_older_than_a_foreign_archive_never_replays() {
+    let src = TestDb::new("lay_old_src");
+    let dest = TestDb::new("lay_old_dest");
+    create_orders(&src, 100);
+    let archive = Arc::new(ForeignArchive::new("flat", &src));
+    src.archive_wal();
+    let first = src
+        .value("SELECT pg_walfile_name(pg_current_wal_lsn())")
+        .expect("a segment name");
+    src.exec("CHECKPOINT");
+    let mirror = Mirror::start(archive.clone(), &first);
+    let section = format!(
+        "[archive]\nurl = \"{}\"\nwait_seconds = 120\n",
+        archive.url()
+    );
+    let walfill = two_databases(&src, &dest, &format!("{section}\n{}", orders_target("v1")));
+    walfill.ok(&["setup"]);
+    src.exec("UPDATE orders SET note = 'x' WHERE id = 1");
+    src.archive_wal();
+    mirror.finish();
+    let plan = walfill.ok(&["plan", "orders_summary"]);
+    assert!(
+        plan.contains("can never replay here, until bases are kept elsewhere")
+            && plan.contains("flat layout")
+            && !plan.contains("the first snapshot backfill writes one"),
+        "{plan}"
+    );
+}

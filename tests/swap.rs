@@ -364,3 +364,25 @@ fn objects_on_the_view_are_named_or_recreated() {
         open
     );
 }
+
+/// `rollback` with nothing published before the active version names the
+/// built, ready versions and the `swap` that publishes one.
+#[test]
+fn rollback_without_a_previous_version_names_the_ready_ones() {
+    use crate::support::workload::{create_orders, orders_target};
+    let db = TestDb::new("sw_no_previous");
+    create_orders(&db, 100);
+    let walfill = Walfill::new(&db, &orders_target("v1"));
+    walfill.ok(&["setup"]);
+    walfill.ok(&["backfill", "orders_summary"]);
+    walfill.configure(&db, &orders_target("v1_r1"));
+    walfill.ok(&["backfill", "orders_summary", "--no-swap"]);
+    let out = walfill.run(&["rollback", "orders_summary"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("built and ready: v1_r1")
+            && stderr.contains("`walfill swap orders_summary v1_r1` publishes one"),
+        "{stderr}"
+    );
+}

@@ -106,10 +106,10 @@ pub(super) async fn fill_copy(
         let temporary = format!("{}_{}", &slot[..slot.len().min(50)], std::process::id());
         let boundary = Boundary::create(&url, &temporary, true)?;
         state.resume_copy(dest, boundary.lsn).await?;
-        if cx.config.archive.is_some() && cx.config.archive_settings.base_snapshots {
+        if base_writer_possible(cx).await {
             tracing::info!(
-                "the copy was interrupted, so it leaves no base snapshot; the next snapshot \
-                 backfill of this table will"
+                "the copy was interrupted, so it leaves no base snapshot for later replays; the \
+                 next snapshot backfill of this table that runs uninterrupted leaves one"
             );
         }
         let direct = loading && plan.is_identity();
@@ -247,4 +247,22 @@ async fn open(
         cx.cancel.clone(),
     )
     .await
+}
+
+/// Whether a snapshot copy can leave a base snapshot: an archive of
+/// walfill's own layout, with base snapshots on.
+async fn base_writer_possible(cx: &Context<'_>) -> bool {
+    let Some(url) = cx.config.archive.as_deref() else {
+        return false;
+    };
+    if !cx.config.archive_settings.base_snapshots {
+        return false;
+    }
+    match cx.config.open_archive(url) {
+        Ok(archive) => matches!(
+            archive.layout().await,
+            Ok(walfill_replay::archive::Layout::Walfill)
+        ),
+        Err(_) => false,
+    }
 }

@@ -308,9 +308,27 @@ async fn decide_replay(config: &Config, source: &Client, plan: &Plan) -> Result<
         (c, b) => c.or(b),
     };
     let Some(start) = start else {
+        // Whether a snapshot backfill will leave a base here: only into an
+        // archive of walfill's own layout, with base snapshots on.
+        let writes_bases = match archive.layout().await {
+            Ok(walfill_replay::archive::Layout::Walfill) => {
+                if config.archive_settings.base_snapshots {
+                    "the first snapshot backfill writes one".to_string()
+                } else {
+                    "[archive] base_snapshots = false, so no snapshot backfill writes one"
+                        .to_string()
+                }
+            }
+            Ok(layout) => format!(
+                "walfill keeps base snapshots only in an archive of its own layout, and this \
+                 one has the {layout} layout: a table older than this archive can never replay \
+                 here, until bases are kept elsewhere"
+            ),
+            Err(_) => "the archive's layout could not be told".to_string(),
+        };
         let mut reason = format!(
             "no base to replay {} from: the archive does not cover its creation and holds no \
-             base snapshot of it (the first snapshot backfill writes one)",
+             base snapshot of it ({writes_bases})",
             plan.source
         );
         if let Some((file, lsn)) = gap {
