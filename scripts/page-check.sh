@@ -79,6 +79,8 @@ browse --dump-dom >"$OUT/second.html"
 for load in first second; do
   grep -q 'data-target="orders_summary"' "$OUT/$load.html" || die "the $load load does not show the target (see $OUT/$load.html)"
   grep -q 'class="phase">copying<' "$OUT/$load.html" || die "the $load load does not show phase copying (see $OUT/$load.html)"
+  grep -Eq 'id="updated">updated [0-9]{4}-[0-9]{2}-[0-9]{2} [0-9:]{8} UTC<' "$OUT/$load.html" \
+    || die "the $load load does not say when it was updated, in UTC (see $OUT/$load.html)"
 done
 first=$(figure "$OUT/first.html"); second=$(figure "$OUT/second.html")
 [ -n "$first" ] && [ -n "$second" ] || die "no progress figure on the page (see $OUT/*.html)"
