@@ -687,3 +687,26 @@ fn math_library_functions_are_evaluated_in_the_destination() {
     );
     assert_view_matches(&db, "public.m_exp", "m", "id, exp(x) AS e", None, "id");
 }
+
+/// A transform over a type that is not built in is evaluated in the
+/// destination, and the log names the type (not its OID).
+#[test]
+fn a_type_not_built_in_is_named_where_it_keeps_the_transform_in_the_destination() {
+    let db = TestDb::new("tx_named_type");
+    db.exec(
+        "CREATE TYPE mood AS ENUM ('sad', 'ok', 'happy');
+         CREATE TABLE people (id int PRIMARY KEY, feeling mood);
+         INSERT INTO people SELECT g, (ARRAY['sad','ok','happy']::mood[])[1 + g % 3] FROM generate_series(1, 30) g;",
+    );
+    let select = "id, feeling, id * 2 AS twice";
+    let walfill = Walfill::new(&db, &target("feelings", "public.people", select, None));
+    walfill.ok(&["setup"]);
+    let out = walfill.run(&["backfill", "feelings"]);
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{log}");
+    assert!(
+        log.contains("it uses type mood, which is not built in") && !log.contains("(OID "),
+        "{log}"
+    );
+    assert_view_matches(&db, "public.feelings", "people", select, None, "id");
+}

@@ -119,8 +119,16 @@ pub(super) async fn not_portable(
         field.contains("typ") && !field.ends_with("typmod")
     });
     if let Some(t) = types.iter().find(|t| **t >= FIRST_NORMAL_OID) {
+        // Named as the destination knows it (the OID alone says nothing to
+        // a reader).
+        let name: Option<String> = dest
+            .query_one("SELECT format_type($1, NULL)", &[t])
+            .await
+            .ok()
+            .map(|r| r.get(0));
         return Ok(Some(format!(
-            "it uses a type that is not built in (OID {t})"
+            "it uses type {}, which is not built in",
+            name.unwrap_or_else(|| format!("OID {t}"))
         )));
     }
     if types.iter().any(|t| OID_TYPES.contains(t)) {
