@@ -119,8 +119,9 @@ pub async fn wanted_version(dest: &Client, target: &Target) -> Result<Target> {
 
 /// Queues the build of the configured version when it has not been built
 /// (a new target, a changed version or transform) and nothing is queued
-/// for the target. A version whose build failed for good is not retried
-/// until the configuration changes it.
+/// for the target. A version whose build failed for good, or whose request
+/// an operator cancelled, is not asked for again until the configuration
+/// changes it.
 async fn build_configured(dest: &Client, target: &Target) -> Result<()> {
     let wanted = wanted_version(dest, target).await?;
     let recorded = VersionState::load(dest, &wanted.name, &wanted.version).await?;
@@ -131,7 +132,8 @@ async fn build_configured(dest: &Client, target: &Target) -> Result<()> {
     let tried: bool = dest
         .query_one(
             "SELECT EXISTS (SELECT 1 FROM walfill.requests
-                             WHERE target = $1 AND version = $2 AND state = 'failed')",
+                             WHERE target = $1 AND version = $2
+                               AND state IN ('failed', 'cancelled'))",
             &[&wanted.name, &wanted.version],
         )
         .await
