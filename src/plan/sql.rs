@@ -156,7 +156,7 @@ impl Plan {
 
     /// The work table's rows as the source's columns only, under the source
     /// table's name, so the transform reads them as it would read the table.
-    pub(super) fn source_rows(&self, condition: &str) -> String {
+    fn source_rows(&self, condition: &str) -> String {
         let columns = ident_list(self.source.columns.iter().map(|c| c.name.as_str()));
         format!(
             "(SELECT {columns} FROM pg_temp.{WORK_TABLE}{condition}) AS {}",
