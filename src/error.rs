@@ -55,6 +55,15 @@ pub enum Error {
     /// follow (a column it reads dropped or retyped, the table dropped).
     #[error("{0}")]
     SchemaChanged(String),
+    /// The source's enum types have labels the destination's lack, so
+    /// changes carrying them cannot be stored (see `crate::enum_labels`).
+    #[error("{}", format_enum_labels(.target, .labels))]
+    EnumLabels {
+        /// The target whose version met them.
+        target: String,
+        /// The missing labels, in the order to add them.
+        labels: Vec<EnumLabel>,
+    },
     /// A version lost changes for good (its slot is gone): it must be
     /// rebuilt before it can be published.
     #[error("{0}")]
@@ -75,6 +84,44 @@ pub enum Error {
     /// Writing the command's output failed (its reader went away, say).
     #[error("writing the output: {0}")]
     Output(#[source] std::io::Error),
+}
+
+/// A label of a source enum type that the destination's type lacks.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EnumLabel {
+    /// The type, `schema.name`, quoted where needed.
+    pub type_name: String,
+    /// The label.
+    pub label: String,
+    /// The statement that adds it at the source's position.
+    pub ddl: String,
+}
+
+fn format_enum_labels(target: &str, labels: &[EnumLabel]) -> String {
+    let mut named: Vec<String> = Vec::new();
+    for l in labels {
+        let text = format!(
+            "{} of {}",
+            walfill_core::sql::quote_literal(&l.label),
+            l.type_name
+        );
+        if !named.contains(&text) {
+            named.push(text);
+        }
+    }
+    let mut text = format!(
+        "the source's enum types have labels the destination's lack ({}), so changes that carry \
+         them cannot be stored. Add them in the destination, each in its own transaction:",
+        named.join(", ")
+    );
+    for l in labels {
+        text.push_str(&format!("\n    {}", l.ddl));
+    }
+    text.push_str(&format!(
+        "\n  walfill goes on by itself once the destination accepts them; or set \
+         `sync_enum_labels = true` on target {target} to have walfill add them"
+    ));
+    text
 }
 
 fn format_problems(problems: &[String]) -> String {
@@ -138,6 +185,7 @@ impl Error {
             | Error::Problems(_)
             | Error::Request(_)
             | Error::SchemaChanged(_)
+            | Error::EnumLabels { .. }
             | Error::Lost(_)
             | Error::Fenced(_)
             | Error::Internal(_)
@@ -156,7 +204,10 @@ impl Error {
     pub fn exit_code(&self) -> u8 {
         match self {
             Error::Config(_) | Error::Request(_) => 2,
-            Error::Problems(_) | Error::SchemaChanged(_) | Error::Lost(_) => 3,
+            Error::Problems(_)
+            | Error::SchemaChanged(_)
+            | Error::EnumLabels { .. }
+            | Error::Lost(_) => 3,
             Error::Source(SnapshotError::Unusable { .. }) => 3,
             Error::Busy(_) | Error::Fenced(_) => 4,
             Error::Interrupted => 130,

@@ -25,6 +25,7 @@ pub mod db;
 pub mod dead_letters;
 pub mod decode;
 pub mod dependents;
+pub mod enum_labels;
 pub mod error;
 pub mod failpoint;
 pub mod job;

@@ -10,6 +10,7 @@ mod archiver;
 mod bad_input;
 mod boundary;
 mod chunked;
+mod drift;
 mod evaluate;
 mod formats;
 mod journal;

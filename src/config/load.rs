@@ -564,6 +564,7 @@ impl Validator<'_> {
                     }
                 },
             },
+            sync_enum_labels: t.sync_enum_labels.unwrap_or(false),
         })
     }
 }

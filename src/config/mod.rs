@@ -354,6 +354,10 @@ pub struct Target {
     /// the view recreates the objects that depend on it (see
     /// `crate::dependents`); otherwise such a version is refused.
     pub recreate_dependents: bool,
+    /// `sync_enum_labels = true`: a label added to a source enum type the
+    /// table uses is added to the destination's type at the source's
+    /// position, and following goes on (see `crate::enum_labels`).
+    pub sync_enum_labels: bool,
 }
 
 /// One of a target's declared grants.

@@ -131,6 +131,7 @@ pub(super) struct RawTarget {
     pub(super) indexes: Option<Vec<Spanned<String>>>,
     pub(super) grants: Option<Vec<Spanned<String>>>,
     pub(super) dependent_views: Option<Spanned<String>>,
+    pub(super) sync_enum_labels: Option<bool>,
 }
 
 /// `[serve] archiver`: `true`, `false` or `"auto"`.

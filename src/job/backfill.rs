@@ -53,6 +53,26 @@ pub async fn backfill_target(
     options: &BackfillOptions,
     cancel: &CancellationToken,
 ) -> Result<()> {
+    match build(config, target, options, cancel).await {
+        // `sync_enum_labels`: add what the source has, then go on where the
+        // build stopped (once: a second time would mean they did not take).
+        Err(Error::EnumLabels { labels, .. }) if target.sync_enum_labels => {
+            let dest = db::connect(&config.destination, Role::Destination).await?;
+            crate::enum_labels::add(&dest, &labels).await?;
+            drop(dest);
+            build(config, target, options, cancel).await
+        }
+        other => other,
+    }
+}
+
+/// One run of [`backfill_target`].
+async fn build(
+    config: &Config,
+    target: &crate::config::Target,
+    options: &BackfillOptions,
+    cancel: &CancellationToken,
+) -> Result<()> {
     let name = target.name.as_str();
     let wanted = Definition::from_config(target);
     let source = db::connect(&config.source, Role::Source).await?;
@@ -162,7 +182,10 @@ pub async fn backfill_target(
         source: &source,
         cancel,
     };
-    let result = Box::pin(run(&cx, &mut dest, &mut state, &plan, options)).await;
+    let result = match Box::pin(run(&cx, &mut dest, &mut state, &plan, options)).await {
+        Err(e) => Err(crate::enum_labels::explain(&source, &dest, &plan, name, e).await),
+        ok => ok,
+    };
     match &result {
         Err(Error::Interrupted) => {
             tracing::warn!(

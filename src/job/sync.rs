@@ -188,7 +188,7 @@ async fn follow_with_retry(
 ) -> Result<()> {
     let mut backoff = Duration::from_secs(1);
     loop {
-        let result = follow_version(config, version, until, shared, cancel).await;
+        let result = Box::pin(follow_version(config, version, until, shared, cancel)).await;
         let e = match result {
             Ok(()) => return Ok(()),
             Err(e) => e,
@@ -196,6 +196,20 @@ async fn follow_with_retry(
         if let Ok(dest) = db::connect(&config.destination, Role::Destination).await {
             VersionState::record_error(&dest, &version.target, &version.version, &e.describe())
                 .await;
+        }
+        if let Error::EnumLabels { labels, .. } = &e {
+            if cancel.is_cancelled() {
+                return Ok(());
+            }
+            if add_enum_labels(config, version, labels).await {
+                continue;
+            }
+            if until.is_none() {
+                if wait_for_enum_labels(config, version, labels, &e, cancel).await {
+                    continue;
+                }
+                return Ok(());
+            }
         }
         match e.directive() {
             Directive::Retry if until.is_none() && !cancel.is_cancelled() => {
@@ -214,6 +228,79 @@ async fn follow_with_retry(
             }
             Directive::Stop => return Ok(()),
             _ => return Err(e),
+        }
+    }
+}
+
+/// How often a version waiting for enum labels looks at the destination.
+const LABEL_POLL: Duration = Duration::from_secs(5);
+
+/// A version stopped by enum labels the destination lacks, of a target
+/// that says `sync_enum_labels`: adds them. Returns whether it did.
+async fn add_enum_labels(
+    config: &Config,
+    version: &VersionState,
+    labels: &[crate::error::EnumLabel],
+) -> bool {
+    let sync_labels = config
+        .targets
+        .iter()
+        .any(|t| t.name == version.target && t.sync_enum_labels);
+    if !sync_labels {
+        return false;
+    }
+    let added = match db::connect(&config.destination, Role::Destination).await {
+        Ok(dest) => crate::enum_labels::add(&dest, labels).await,
+        Err(e) => Err(e),
+    };
+    match added {
+        Ok(()) => true,
+        Err(e) => {
+            tracing::error!(
+                target = %version.target,
+                version = %version.version,
+                error = %e.describe(),
+                "could not add the enum labels the source has"
+            );
+            false
+        }
+    }
+}
+
+/// A version stopped by enum labels the destination lacks: waits until
+/// someone adds them. Returns whether to follow again (false when stopped).
+async fn wait_for_enum_labels(
+    config: &Config,
+    version: &VersionState,
+    labels: &[crate::error::EnumLabel],
+    e: &Error,
+    cancel: &CancellationToken,
+) -> bool {
+    tracing::error!(
+        target = %version.target,
+        version = %version.version,
+        error = %e.describe(),
+        "stopped following until the destination accepts the enum labels"
+    );
+    loop {
+        tokio::select! {
+            _ = cancel.cancelled() => return false,
+            _ = tokio::time::sleep(LABEL_POLL) => {}
+        }
+        match db::connect(&config.destination, Role::Destination).await {
+            Ok(dest) => {
+                if let Ok(true) = crate::enum_labels::accepted(&dest, labels).await {
+                    tracing::info!(
+                        target = %version.target,
+                        version = %version.version,
+                        "the destination accepts the enum labels; following again"
+                    );
+                    return true;
+                }
+            }
+            Err(failed) => {
+                tracing::warn!(error = %failed.describe(), "cannot reach the destination");
+            }
         }
     }
 }
@@ -285,7 +372,10 @@ async fn follow_version(
     );
     let applied = match follower.run(&mut dest, &mut state, cancel, "sync").await {
         Err(Error::Interrupted) => return Ok(()),
-        other => other?,
+        Err(e) => {
+            return Err(crate::enum_labels::explain(&source, &dest, &plan, &state.target, e).await)
+        }
+        Ok(applied) => applied,
     };
     tracing::info!(
         target = %state.target,

@@ -49,7 +49,16 @@ pub async fn setup(config: &Config) -> Result<()> {
         checks::readable(&source, &target.name, &table, &mut problems).await?;
         match plan::build(&dest, &def, table.clone()).await {
             Ok(plan) => warnings.extend(plan.warnings),
-            Err(Error::Problems(p)) => problems.extend(Step::Config, p),
+            Err(Error::Problems(mut p)) => {
+                let create = crate::enum_labels::create_missing(&source, &dest, table.oid).await?;
+                if let (false, Some(last)) = (create.is_empty(), p.last_mut()) {
+                    last.push_str(&format!(
+                        "; create its enum types there first:\n      {}",
+                        create.join("\n      ")
+                    ));
+                }
+                problems.extend(Step::Config, p)
+            }
             Err(e) => return Err(e),
         }
         tables.push((target.name.clone(), table));
