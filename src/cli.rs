@@ -355,6 +355,23 @@ pub enum Command {
         /// --where; spelled out for scripts).
         #[arg(long)]
         purge: bool,
+        /// Build the version and keep it caught up, but leave the view as it
+        /// is: `walfill swap TARGET VERSION` publishes it when you choose.
+        #[arg(long, conflicts_with = "scope")]
+        no_swap: bool,
+        /// Publish the version at this time, once built and caught up
+        /// (RFC 3339 with an offset, e.g. 2026-12-08T02:00:00+01:00); until
+        /// then it is held, and `status` shows when it is due.
+        #[arg(long, value_name = "TIME", value_parser = parse_swap_at, conflicts_with = "scope")]
+        swap_at: Option<String>,
+        /// Compare the version with the transform of its source before
+        /// publishing it (overrides the target's and [backfill]'s
+        /// verify_before_swap).
+        #[arg(long, conflicts_with = "no_verify_before_swap")]
+        verify_before_swap: bool,
+        /// Publish without that comparison, whatever the configuration says.
+        #[arg(long)]
+        no_verify_before_swap: bool,
     },
 
     /// Withdraw a queued backfill request.
@@ -436,4 +453,16 @@ pub enum Command {
         /// The version to drop.
         version: String,
     },
+}
+
+/// `--swap-at`: RFC 3339 with an offset, kept as given.
+pub fn parse_swap_at(text: &str) -> Result<String, String> {
+    chrono::DateTime::parse_from_rfc3339(text)
+        .map(|t| t.to_rfc3339())
+        .map_err(|e| {
+            format!(
+                "{text:?} is not an RFC 3339 time with an offset ({e}); write e.g. \
+                 2026-12-08T02:00:00+01:00 or 2026-12-08T01:00:00Z"
+            )
+        })
 }

@@ -137,7 +137,11 @@ async fn run(command: Command, config: Option<Config>, path: PathBuf) -> Result<
             no_swap,
             path,
         } => {
-            let options = job::BackfillOptions { no_swap, path };
+            let options = job::BackfillOptions {
+                no_swap,
+                path,
+                verify_before_swap: None,
+            };
             Box::pin(job::backfill(&config, &target, &options, &cancel)).await?
         }
         Command::Plan { target, json } => planner::plan(&config, &target, json, &cancel).await?,
@@ -223,15 +227,30 @@ async fn run(command: Command, config: Option<Config>, path: PathBuf) -> Result<
             let options = walfill::serve::ServeOptions { listen };
             Box::pin(walfill::serve::serve(path, config, options, &cancel)).await?;
         }
-        Command::Request { target, scope, .. } => {
+        Command::Request {
+            target,
+            scope,
+            no_swap,
+            swap_at,
+            verify_before_swap,
+            no_verify_before_swap,
+            ..
+        } => {
             config.target(&target)?;
             let dest = serve_state(&config).await?;
-            let id = walfill::state::requests::enqueue_scoped(
+            let gate = walfill::state::requests::Gate {
+                no_swap,
+                swap_at,
+                verify_before_swap: (verify_before_swap || no_verify_before_swap)
+                    .then_some(verify_before_swap),
+            };
+            let id = walfill::state::requests::enqueue_by(
                 &dest,
                 &target,
                 "cli",
-                None,
                 scope.as_deref(),
+                None,
+                &gate,
             )
             .await?;
             walfill::say!("{id}")?;

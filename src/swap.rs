@@ -587,7 +587,8 @@ async fn try_swap(
         .map_err(failed("recording the swap"))?;
     }
     tx.execute(
-        "UPDATE walfill.versions SET phase = 'active', swapped_at = now(), updated_at = now()
+        "UPDATE walfill.versions SET phase = 'active', swapped_at = now(), updated_at = now(),
+                held = false, swap_at = NULL, swap_error = NULL, swap_tried_at = NULL
           WHERE target = $1 AND version = $2",
         &[&target, &version],
     )

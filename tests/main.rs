@@ -13,6 +13,7 @@ mod chunked;
 mod drift;
 mod evaluate;
 mod formats;
+mod gate;
 mod journal;
 mod layouts;
 mod operator;

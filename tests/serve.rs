@@ -239,6 +239,13 @@ fn a_schedule_runs_once_per_due_time_and_a_missed_one_once_after_a_restart() {
         .as_deref(),
         Some("12-01 03:00,12-02 03:00,12-03 03:00,12-05 03:00")
     );
+    // `status` gives the next due time and the last scheduled run.
+    let status = walfill.ok(&["status"]);
+    assert!(
+        status.contains("schedule: orders_summary \"0 3 * * *\" (UTC): next due 20")
+            && status.contains("last run due 2026-12-05 03:00:00 UTC: done (v1_s202612050300)"),
+        "{status}"
+    );
     // keep_versions = 1: the one before the active version is kept, the
     // older ones retired with their slots.
     wait_for(
@@ -1395,5 +1402,52 @@ fn a_scoped_request_refreshes_its_rows_in_place_and_tombstones_lost_keys() {
     );
     let both = walfill.run(&["request", "orders_summary", "--where", "id < 3", "--purge"]);
     assert_eq!(both.status.code(), Some(2));
+    service.stop(Duration::from_secs(30));
+}
+
+/// `GET /history` holds the page's plots: the published version's apply
+/// lag (bytes and seconds) and the WAL its slot keeps, a point per sample,
+/// more as time goes.
+#[test]
+fn history_records_apply_lag_and_slot_wal_for_the_plots() {
+    let (db, walfill) = built_v1("sv_history", 1_000, "");
+    walfill.configure(
+        &db,
+        &format!("{}\n{}", serve_section(""), orders_target("v1")),
+    );
+    let mut service = Service::start(&walfill, true, &[]);
+    let writer = Writer::start(&db, 1_000, 1_000_000, 41);
+    let points = |kind: &str| -> usize {
+        let (code, body) = service.get("/history");
+        assert_eq!(code, 200, "{body}");
+        let history: serde_json::Value = serde_json::from_str(&body).unwrap();
+        history["series"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|s| s["kind"] == kind)
+            .map(|s| s["points"].as_array().unwrap().len())
+            .max()
+            .unwrap_or(0)
+    };
+    let started = Instant::now();
+    while points("apply_lag_seconds") < 2 && started.elapsed() < Duration::from_secs(60) {
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let first = (points("apply_lag_bytes"), points("slot_retained_bytes"));
+    assert!(
+        first.0 >= 2 && first.1 >= 2,
+        "{first:?}: {}",
+        service.get("/history").1
+    );
+    std::thread::sleep(Duration::from_secs(6));
+    let second = (points("apply_lag_bytes"), points("slot_retained_bytes"));
+    assert!(
+        second.0 > first.0 && second.1 > first.1,
+        "{first:?} then {second:?}"
+    );
+    let (_, body) = service.get("/history");
+    assert!(body.contains("\"label\":\"orders_summary/v1\""), "{body}");
+    writer.stop();
     service.stop(Duration::from_secs(30));
 }

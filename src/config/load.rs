@@ -565,6 +565,7 @@ impl Validator<'_> {
                 },
             },
             sync_enum_labels: t.sync_enum_labels.unwrap_or(false),
+            verify_before_swap: t.verify_before_swap,
         })
     }
 }

@@ -322,6 +322,20 @@ pub struct Schedule {
     pub cron: croner::Cron,
 }
 
+impl Schedule {
+    /// The first time after `now` that it is due, read in `zone`.
+    pub fn next_due(
+        &self,
+        zone: chrono_tz::Tz,
+        now: chrono::DateTime<chrono::Utc>,
+    ) -> Option<chrono::DateTime<chrono::Utc>> {
+        self.cron
+            .find_next_occurrence(&now.with_timezone(&zone), false)
+            .ok()
+            .map(|t| t.with_timezone(&chrono::Utc))
+    }
+}
+
 /// A derived table: a source table passed through a transform.
 #[derive(Clone, Debug)]
 pub struct Target {
@@ -358,6 +372,8 @@ pub struct Target {
     /// table uses is added to the destination's type at the source's
     /// position, and following goes on (see `crate::enum_labels`).
     pub sync_enum_labels: bool,
+    /// `verify_before_swap` for this target's versions (none: `[backfill]`'s).
+    pub verify_before_swap: Option<bool>,
 }
 
 /// One of a target's declared grants.

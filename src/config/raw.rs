@@ -132,6 +132,7 @@ pub(super) struct RawTarget {
     pub(super) grants: Option<Vec<Spanned<String>>>,
     pub(super) dependent_views: Option<Spanned<String>>,
     pub(super) sync_enum_labels: Option<bool>,
+    pub(super) verify_before_swap: Option<bool>,
 }
 
 /// `[serve] archiver`: `true`, `false` or `"auto"`.

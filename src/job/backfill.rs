@@ -33,6 +33,9 @@ pub struct BackfillOptions {
     pub no_swap: bool,
     /// How the version is built.
     pub path: PathChoice,
+    /// Verify it before the swap (none: the target's, else `[backfill]`'s
+    /// `verify_before_swap`).
+    pub verify_before_swap: Option<bool>,
 }
 
 /// Builds (or resumes) the configured version of target `name`.
@@ -291,7 +294,8 @@ async fn run(
                 return Ok(());
             }
             Phase::Ready => {
-                if cx.config.backfill.verify_before_swap {
+                let configured = cx.config.target(&state.target).ok();
+                if verifies(cx.config, configured, options.verify_before_swap) {
                     verify_before_swap(cx, dest, state).await?;
                 }
                 failpoint::hit("swap.start");
@@ -327,6 +331,18 @@ async fn run(
             }
         }
     }
+}
+
+/// Whether a version is verified before its swap: as its request says,
+/// else as its target says, else as `[backfill]` says.
+pub fn verifies(
+    config: &Config,
+    target: Option<&crate::config::Target>,
+    requested: Option<bool>,
+) -> bool {
+    requested
+        .or(target.and_then(|t| t.verify_before_swap))
+        .unwrap_or(config.backfill.verify_before_swap)
 }
 
 /// `verify_before_swap`: compares the caught-up version with the transform

@@ -21,7 +21,7 @@ mod throttle;
 mod writers;
 
 pub use archive_wait::{can_switch_wal, explain_slow_archive, wait_for_archive};
-pub use backfill::{backfill, backfill_target, defines_same, BackfillOptions};
+pub use backfill::{backfill, backfill_target, defines_same, verifies, BackfillOptions};
 pub(crate) use follow::{catch_up, Follower};
 pub use refresh::{refresh, Refreshed};
 pub use source::{

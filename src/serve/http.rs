@@ -48,6 +48,7 @@ pub(super) async fn run(
         .route("/health", get(health))
         .route("/ready", get(ready))
         .route("/status", get(status))
+        .route("/history", get(history))
         .route("/metrics", get(metrics))
         .route("/requests/{id}", get(request))
         .route("/targets/{target}/backfill", post(backfill))
@@ -210,6 +211,21 @@ async fn status(State(shared): State<Arc<Shared>>) -> Response {
     }
 }
 
+/// `GET /history`: the last hour of the page's plots (see `history`).
+async fn history(State(shared): State<Arc<Shared>>) -> Response {
+    let series = shared
+        .history
+        .lock()
+        .map(|h| h.series())
+        .unwrap_or_default();
+    Json(serde_json::json!({
+        "sample_seconds": super::history::SAMPLE.as_secs(),
+        "window_seconds": super::history::WINDOW.as_secs(),
+        "series": series,
+    }))
+    .into_response()
+}
+
 async fn metrics(State(shared): State<Arc<Shared>>) -> Response {
     let config = shared.config();
     let rendered = async {
@@ -249,13 +265,18 @@ async fn request(State(shared): State<Arc<Shared>>, Path(id): Path<i64>) -> Resp
     }
 }
 
-/// `POST /targets/T/backfill[?where=SQL][&purge=true]`: see `walfill request`.
+/// `POST /targets/T/backfill[?where=SQL][&purge=true][&no_swap=true]
+/// [&swap_at=TIME][&verify_before_swap=BOOL]`: see `walfill request`.
 #[derive(Debug, serde::Deserialize)]
 struct BackfillQuery {
     #[serde(rename = "where")]
     scope: Option<String>,
     #[serde(default)]
     purge: bool,
+    #[serde(default)]
+    no_swap: bool,
+    swap_at: Option<String>,
+    verify_before_swap: Option<bool>,
 }
 
 async fn backfill(
@@ -270,10 +291,19 @@ async fn backfill(
         config.target(&target)?;
         if query.purge && query.scope.is_some() {
             return Err(Error::Request(
-                "purge rebuilds the whole table into a new version and where refreshes part                  of the published one in place; ask for one of them"
+                "purge rebuilds the whole table into a new version and where refreshes part \
+                 of the published one in place; ask for one of them"
                     .into(),
             ));
         }
+        let gate = requests::Gate {
+            no_swap: query.no_swap,
+            swap_at: match query.swap_at.as_deref() {
+                Some(text) => Some(crate::cli::parse_swap_at(text).map_err(Error::Request)?),
+                None => None,
+            },
+            verify_before_swap: query.verify_before_swap,
+        };
         let dest = db::connect(&config.destination, Role::Destination).await?;
         requests::enqueue_by(
             &dest,
@@ -281,6 +311,7 @@ async fn backfill(
             "http",
             query.scope.as_deref(),
             caller.as_deref(),
+            &gate,
         )
         .await
     }

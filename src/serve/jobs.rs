@@ -136,7 +136,34 @@ async fn build(
         attempt = request.attempts,
         "building"
     );
-    job::backfill_target(config, &target, &BackfillOptions::default(), cancel).await?;
+    let gate = &request.gate;
+    let options = BackfillOptions {
+        no_swap: gate.holds(),
+        verify_before_swap: gate.verify_before_swap,
+        ..BackfillOptions::default()
+    };
+    job::backfill_target(config, &target, &options, cancel).await?;
+    if gate.holds() {
+        requests::hold(dest, &target.name, &target.version, gate).await?;
+        match &gate.swap_at {
+            Some(at) => tracing::info!(
+                request = request.id,
+                target = %target.name,
+                version = %target.version,
+                swap_at = %at,
+                "built and held; it is kept caught up and published at swap_at"
+            ),
+            None => tracing::info!(
+                request = request.id,
+                target = %target.name,
+                version = %target.version,
+                "built and held (--no-swap); it is kept caught up, and `walfill swap {} {}` \
+                 publishes it",
+                target.name,
+                target.version
+            ),
+        }
+    }
     let built = VersionState::load(dest, &target.name, &target.version).await?;
     Ok(match built {
         Some(v) => serde_json::json!({
@@ -145,6 +172,8 @@ async fn build(
             "path": v.path.as_str(),
             "why": v.path_reason,
             "rows": v.rows_copied,
+            "held": gate.holds(),
+            "swap_at": gate.swap_at,
         }),
         None => serde_json::json!({ "version": target.version }),
     })

@@ -203,7 +203,7 @@ async fn run_schedule(
                 )
                 .await?;
             } else {
-                let version = schedule::version_name(&target.version, due);
+                let version = schedule::version_name(&target.version, due, config.serve.timezone);
                 tx.execute(
                     "INSERT INTO walfill.requests (target, origin, version, due_at)
                      VALUES ($1, 'schedule', $2, $3) ON CONFLICT DO NOTHING",

@@ -18,6 +18,8 @@
 //! stops at the next safe point (jobs resume on the next start); SIGHUP
 //! reloads the configuration.
 
+mod cutover;
+mod history;
 mod http;
 mod jobs;
 pub mod leader;
@@ -66,6 +68,8 @@ pub(crate) struct Shared {
     pub health: Mutex<Health>,
     /// Slots seen unowned while this process leads ([`tidy`]).
     pub orphans: tidy::Orphans,
+    /// The last hour of figures for the page's plots ([`history`]).
+    pub history: Arc<Mutex<history::History>>,
 }
 
 /// The service's own health: failed looks at its state in a row, and
@@ -173,6 +177,7 @@ pub async fn serve(
         wake: Notify::new(),
         health: Mutex::new(Health::default()),
         orphans: Default::default(),
+        history: Default::default(),
     });
     tracing::info!(%worker, listen = ?listen, "walfill serve started");
 
@@ -187,6 +192,11 @@ pub async fn serve(
             ))
         })?;
         background.spawn(http::run(listener, shared.clone(), cancel.clone()));
+        background.spawn(history::sample(
+            shared.clone(),
+            shared.history.clone(),
+            cancel.clone(),
+        ));
     }
     spawn_reload(path, config_tx, shared.clone(), cancel.clone());
 
@@ -271,11 +281,13 @@ fn spawn_reload(
 async fn main_loop(shared: &Arc<Shared>, cancel: &CancellationToken) -> Result<()> {
     let mut jobs: JoinSet<()> = JoinSet::new();
     let mut retiring: Option<tokio::task::JoinHandle<()>> = None;
+    let mut swapping: Option<tokio::task::JoinHandle<()>> = None;
     let mut dest: Option<tokio_postgres::Client> = None;
     loop {
         let config = shared.config();
         let poll = Duration::from_secs(u64::from(config.serve.poll_seconds));
-        match look(shared, &config, &mut dest, &mut jobs, &mut retiring, cancel).await {
+        let chores = (&mut retiring, &mut swapping);
+        match look(shared, &config, &mut dest, &mut jobs, chores, cancel).await {
             Ok(()) => {
                 if let Ok(mut h) = shared.health.lock() {
                     h.failures = 0;
@@ -302,6 +314,9 @@ async fn main_loop(shared: &Arc<Shared>, cancel: &CancellationToken) -> Result<(
     if let Some(task) = retiring {
         task.abort();
     }
+    if let Some(task) = swapping {
+        let _ = task.await;
+    }
     Ok(())
 }
 
@@ -310,7 +325,10 @@ async fn look(
     config: &Arc<Config>,
     dest: &mut Option<tokio_postgres::Client>,
     jobs: &mut JoinSet<()>,
-    retiring: &mut Option<tokio::task::JoinHandle<()>>,
+    (retiring, swapping): (
+        &mut Option<tokio::task::JoinHandle<()>>,
+        &mut Option<tokio::task::JoinHandle<()>>,
+    ),
     cancel: &CancellationToken,
 ) -> Result<()> {
     if dest.as_ref().is_none_or(|c| c.is_closed()) {
@@ -345,6 +363,12 @@ async fn look(
             *retiring = Some(tokio::spawn(tidy::tidy(
                 config.clone(),
                 shared.orphans.clone(),
+            )));
+        }
+        if swapping.as_ref().is_none_or(|t| t.is_finished()) {
+            *swapping = Some(tokio::spawn(cutover::planned_swaps(
+                config.clone(),
+                cancel.child_token(),
             )));
         }
     }

@@ -95,10 +95,13 @@ pub fn decide(
 }
 
 /// The name of the version a run due at `due` builds from `version`:
-/// `v1_s202612020300` (the due time in UTC), so `status` shows when it was
-/// made.
-pub fn version_name(version: &str, due: DateTime<Utc>) -> String {
-    format!("{version}_s{}", due.format("%Y%m%d%H%M"))
+/// `v1_s202612020300`, the due time in the schedule's zone (the time the
+/// operator wrote in the schedule), so `status` shows when it was made.
+pub fn version_name(version: &str, due: DateTime<Utc>, zone: chrono_tz::Tz) -> String {
+    format!(
+        "{version}_s{}",
+        due.with_timezone(&zone).format("%Y%m%d%H%M")
+    )
 }
 
 #[cfg(test)]
@@ -149,8 +152,13 @@ mod tests {
             latest_due(&daily, paris, at("2026-12-02T02:30:00Z")),
             Some(at("2026-12-02T02:00:00Z"))
         );
+        // Named by the time the schedule says, not UTC's.
         assert_eq!(
-            version_name("v1", at("2026-12-02T02:00:00Z")),
+            version_name("v1", at("2026-12-02T02:00:00Z"), paris),
+            "v1_s202612020300"
+        );
+        assert_eq!(
+            version_name("v1", at("2026-12-02T02:00:00Z"), chrono_tz::UTC),
             "v1_s202612020200"
         );
     }

@@ -39,7 +39,10 @@ pub async fn require(client: &impl GenericClient) -> Result<()> {
                     AND to_regprocedure('walfill.chunk_sees(integer, bigint)') IS NOT NULL
                     AND EXISTS (SELECT FROM pg_attribute
                                  WHERE attrelid = to_regclass('walfill.targets')
-                                   AND attname = 'stale' AND NOT attisdropped)",
+                                   AND attname = 'stale' AND NOT attisdropped)
+                    AND EXISTS (SELECT FROM pg_attribute
+                                 WHERE attrelid = to_regclass('walfill.versions')
+                                   AND attname = 'swap_tried_at' AND NOT attisdropped)",
             &[],
         )
         .await

@@ -57,12 +57,36 @@ pub struct Request {
     pub last_error: Option<String>,
     /// What the finished job did: path, why, rows.
     pub outcome: Option<serde_json::Value>,
+    /// Its cut-over gate.
+    #[serde(flatten)]
+    pub gate: Gate,
+}
+
+/// A request's cut-over gate: whether and when the version it builds is
+/// published, and whether it is verified first.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Gate {
+    /// Build it and keep it caught up, but publish it only on `walfill swap`.
+    pub no_swap: bool,
+    /// Publish it at this time (RFC 3339), once caught up.
+    pub swap_at: Option<String>,
+    /// Compare it with the transform of its source before publishing it
+    /// (none: the target's or `[backfill]`'s `verify_before_swap`).
+    pub verify_before_swap: Option<bool>,
+}
+
+impl Gate {
+    /// Whether the version is held back from publication when built.
+    pub fn holds(&self) -> bool {
+        self.no_swap || self.swap_at.is_some()
+    }
 }
 
 const COLUMNS: &str = "id, target, origin, version, due_at::text, state, requested_by, \
      created_at::text, started_at::text, finished_at::text, worker, attempts, \
      CASE WHEN state = 'queued' AND next_attempt_at > now() THEN next_attempt_at::text END, \
-     last_error, outcome, scope";
+     last_error, outcome, scope, no_swap, \
+     to_char(swap_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"'), verify_before_swap";
 
 fn from_row(r: &tokio_postgres::Row) -> Request {
     Request {
@@ -82,6 +106,11 @@ fn from_row(r: &tokio_postgres::Row) -> Request {
         last_error: r.get(13),
         outcome: r.get(14),
         scope: r.get(15),
+        gate: Gate {
+            no_swap: r.get(16),
+            swap_at: r.get(17),
+            verify_before_swap: r.get(18),
+        },
     }
 }
 
@@ -97,20 +126,39 @@ pub async fn enqueue(
 }
 
 /// [`enqueue_scoped`] on behalf of `who` (a token's name; `None`: the
-/// session's role, as for every other request).
+/// session's role, as for every other request), with its cut-over gate.
 pub async fn enqueue_by(
     client: &impl GenericClient,
     target: &str,
     origin: &str,
     scope: Option<&str>,
     who: Option<&str>,
+    gate: &Gate,
 ) -> Result<i64> {
+    if scope.is_some() && gate.holds() {
+        return Err(Error::Request(
+            "a scoped refresh (--where) changes the published version in place: it has no swap \
+             to hold; drop --no-swap and --swap-at, or --where"
+                .into(),
+        ));
+    }
     let row = client
         .query_one(
-            "WITH r AS (INSERT INTO walfill.requests (target, origin, scope, requested_by)
-                        VALUES ($1, $2, $3, coalesce($4, current_user)) RETURNING id)
+            "WITH r AS (INSERT INTO walfill.requests (target, origin, scope, requested_by,
+                                                     no_swap, swap_at, verify_before_swap)
+                        VALUES ($1, $2, $3, coalesce($4, current_user), $5,
+                                $6::text::timestamptz, $7)
+                        RETURNING id)
              SELECT r.id FROM r, LATERAL pg_notify('walfill', 'request ' || r.id) n",
-            &[&target, &origin, &scope, &who],
+            &[
+                &target,
+                &origin,
+                &scope,
+                &who,
+                &gate.no_swap,
+                &gate.swap_at,
+                &gate.verify_before_swap,
+            ],
         )
         .await
         .map_err(|e| Error::destination("recording the request", e))?;
@@ -136,6 +184,27 @@ pub async fn enqueue_scoped(
         .await
         .map_err(|e| Error::destination("recording the request", e))?;
     Ok(row.get(0))
+}
+
+/// Holds a built version back from publication by its request's `gate`:
+/// until `walfill swap`, or until the gate's `swap_at`.
+pub async fn hold(
+    client: &impl GenericClient,
+    target: &str,
+    version: &str,
+    gate: &Gate,
+) -> Result<()> {
+    client
+        .execute(
+            "UPDATE walfill.versions
+                SET held = true, swap_at = $3::text::timestamptz, verify_before_swap = $4,
+                    swap_error = NULL
+              WHERE target = $1 AND version = $2 AND phase = 'ready'",
+            &[&target, &version, &gate.swap_at, &gate.verify_before_swap],
+        )
+        .await
+        .map_err(|e| Error::destination("holding the version back from its swap", e))?;
+    Ok(())
 }
 
 /// One request, if it exists.
@@ -269,6 +338,7 @@ pub async fn claim(
             &format!(
                 "UPDATE walfill.requests r
                     SET state = 'running', worker = $1, attempts = r.attempts + 1,
+                        last_error = NULL,
                         lease_until = now() + make_interval(secs => $2),
                         started_at = coalesce(r.started_at, now())
                   WHERE r.id = (

@@ -271,3 +271,51 @@ ALTER TABLE walfill.targets ADD COLUMN IF NOT EXISTS stale text;
 -- The meaning of its transform a version was built under (see the README,
 -- "What a transform means"); NULL: built before meanings were recorded (1).
 ALTER TABLE walfill.versions ADD COLUMN IF NOT EXISTS meaning smallint;
+
+-- The cut-over gate of a request: build the version and keep it caught up
+-- without publishing it (no_swap), publish it at a time (swap_at), and
+-- compare it with its source first (verify_before_swap; NULL: the
+-- target's or [backfill]'s setting).
+ALTER TABLE walfill.requests ADD COLUMN IF NOT EXISTS no_swap boolean NOT NULL DEFAULT false;
+ALTER TABLE walfill.requests ADD COLUMN IF NOT EXISTS swap_at timestamptz;
+ALTER TABLE walfill.requests ADD COLUMN IF NOT EXISTS verify_before_swap boolean;
+-- A version built and held back from publication by its request's gate:
+-- until `walfill swap` (no swap_at), or until swap_at, when the leading
+-- `walfill serve` publishes it (verified first when verify_before_swap).
+ALTER TABLE walfill.versions ADD COLUMN IF NOT EXISTS held boolean NOT NULL DEFAULT false;
+ALTER TABLE walfill.versions ADD COLUMN IF NOT EXISTS swap_at timestamptz;
+ALTER TABLE walfill.versions ADD COLUMN IF NOT EXISTS verify_before_swap boolean;
+-- Why the last planned swap of a held version failed, and when it was
+-- tried (it is tried again a minute later).
+ALTER TABLE walfill.versions ADD COLUMN IF NOT EXISTS swap_error text;
+ALTER TABLE walfill.versions ADD COLUMN IF NOT EXISTS swap_tried_at timestamptz;
+
+-- Requests a backfill of `target` from SQL; returns the request's id (see
+-- above); `no_swap`, `swap_at` and `verify_before_swap` are its gate.
+DROP FUNCTION IF EXISTS walfill.request_backfill(text, text);
+CREATE OR REPLACE FUNCTION walfill.request_backfill(
+    target text, scope text DEFAULT NULL, no_swap boolean DEFAULT false,
+    swap_at timestamptz DEFAULT NULL, verify_before_swap boolean DEFAULT NULL)
+RETURNS bigint LANGUAGE plpgsql AS $fn$
+DECLARE
+    id bigint;
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM walfill.configured c WHERE c.target = request_backfill.target)
+       AND EXISTS (SELECT 1 FROM walfill.configured) THEN
+        RAISE EXCEPTION 'walfill has no target named %', request_backfill.target
+            USING HINT = 'the configured targets are: ' ||
+                (SELECT string_agg(c.target, ', ' ORDER BY c.target) FROM walfill.configured c);
+    END IF;
+    IF request_backfill.scope IS NOT NULL
+       AND (request_backfill.no_swap OR request_backfill.swap_at IS NOT NULL) THEN
+        RAISE EXCEPTION 'a scoped refresh (scope) changes the published version in place: it has no swap to hold'
+            USING HINT = 'give either scope or no_swap/swap_at';
+    END IF;
+    INSERT INTO walfill.requests (target, origin, scope, no_swap, swap_at, verify_before_swap)
+        VALUES (request_backfill.target, 'sql', request_backfill.scope, request_backfill.no_swap,
+                request_backfill.swap_at, request_backfill.verify_before_swap)
+        RETURNING requests.id INTO id;
+    PERFORM pg_notify('walfill', 'request ' || id);
+    RETURN id;
+END
+$fn$;

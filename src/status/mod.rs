@@ -3,6 +3,7 @@
 //! slots walfill keeps in the source.
 
 pub mod follow;
+pub mod schedules;
 mod slots;
 
 use serde::Serialize;
@@ -81,6 +82,14 @@ pub struct VersionStatus {
     pub following: Option<bool>,
     /// Why such a version is not followed, when it should be.
     pub not_followed: Option<String>,
+    /// Held back from publication by its request's gate (`--no-swap`,
+    /// `--swap-at`): kept caught up, published by `walfill swap` or at
+    /// `swap_at`.
+    pub held: bool,
+    /// When a held version is published (UTC), if planned.
+    pub swap_at: Option<String>,
+    /// Why its last planned swap failed (tried again a minute later).
+    pub swap_error: Option<String>,
 }
 
 /// What `status --json` prints.
@@ -106,6 +115,8 @@ pub struct Report {
     /// Slots no version owned that the service dropped in the last week,
     /// newest first.
     pub reaped: Vec<String>,
+    /// Each scheduled target's next due time and last scheduled run.
+    pub schedules: Vec<schedules::ScheduleStatus>,
 }
 
 /// A `walfill serve` process.
@@ -213,7 +224,10 @@ pub async fn report(config: &Config) -> Result<Report> {
                     v.apply_lag_seconds,
                     (SELECT t.stale FROM walfill.targets t
                       WHERE t.target = v.target AND t.active_version = v.version),
-                    extract(epoch FROM now() - v.updated_at)::float8
+                    extract(epoch FROM now() - v.updated_at)::float8,
+                    v.held AND v.phase = 'ready',
+                    to_char(v.swap_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS \"UTC\"'),
+                    v.swap_error
                FROM walfill.versions v",
             &[],
         )
@@ -227,6 +241,30 @@ pub async fn report(config: &Config) -> Result<Report> {
         {
             v.throttled = row.get(2);
             v.dead_letters = row.get(3);
+            v.held = row.get(7);
+            if v.held {
+                v.swap_at = row.get(8);
+                v.swap_error = row.get(9);
+                let plan = match &v.swap_at {
+                    Some(at) => format!("HELD: published at {at}"),
+                    None => format!(
+                        "HELD: `walfill swap {} {}` publishes it",
+                        v.target, v.version
+                    ),
+                };
+                let failed = v
+                    .swap_error
+                    .as_deref()
+                    .map(|e| format!(" (the planned swap failed, tried again: {e})"))
+                    .unwrap_or_default();
+                v.note = Some(format!(
+                    "{plan}{failed}{}",
+                    v.note
+                        .as_deref()
+                        .map(|n| format!("; {n}"))
+                        .unwrap_or_default()
+                ));
+            }
             v.apply_lag_seconds = row.get(4);
             v.stale = row.get(5);
             if let Some(stale) = &v.stale {
@@ -277,11 +315,12 @@ pub async fn report(config: &Config) -> Result<Report> {
         .await
         .map_err(|e| crate::error::Error::destination("reading the state", e))?
         .get::<_, bool>(0);
-    let (requests, paused, workers) = if serving {
+    let (requests, paused, workers, schedules) = if serving {
         (
             crate::state::requests::recent(&dest, RECENT_REQUESTS).await?,
             crate::state::requests::paused(&dest).await?,
             workers(&dest).await?,
+            schedules::read(config, &dest).await?,
         )
     } else {
         Default::default()
@@ -309,6 +348,7 @@ pub async fn report(config: &Config) -> Result<Report> {
         workers,
         not_ready,
         reaped,
+        schedules,
     })
 }
 
@@ -402,6 +442,9 @@ fn describe(v: VersionState, holder: Option<i32>) -> VersionStatus {
         earlier_meaning: None,
         following: None,
         not_followed: None,
+        held: false,
+        swap_at: None,
+        swap_error: None,
         slot: v.slot_name,
         target: v.target,
         version: v.version,
@@ -442,6 +485,9 @@ fn unbuilt(target: &str, version: &str) -> VersionStatus {
         earlier_meaning: None,
         following: None,
         not_followed: None,
+        held: false,
+        swap_at: None,
+        swap_error: None,
     }
 }
 
@@ -591,6 +637,9 @@ fn print(report: &Report) -> Result<()> {
     }
     for reaped in &report.reaped {
         crate::say!("reaped: {reaped}")?;
+    }
+    for schedule in &report.schedules {
+        crate::say!("schedule: {}", schedule.describe())?;
     }
     for why in &report.not_ready {
         crate::say!("not ready: {why}")?;
