@@ -49,6 +49,13 @@ pub async fn retire_version(config: &Config, target: &str, version: &str) -> Res
         )
         .await
         .map_err(|e| Error::destination("recording the retirement", e))?;
+        // Its dead letters go with it: nothing can retry them any more.
+        tx.execute(
+            "DELETE FROM walfill.dead_letters WHERE target = $1 AND version = $2",
+            &[&target, &version],
+        )
+        .await
+        .map_err(|e| Error::destination("removing the retired version's dead letters", e))?;
         tx.execute(
             "UPDATE walfill.targets SET previous_version = NULL
               WHERE target = $1 AND previous_version = $2",

@@ -217,11 +217,15 @@ pub async fn verify_version(
             if read == READS {
                 let text = format!(
                     "keys after {} up to {}: the transform of the source has {} rows, the \
-                     version {} (or other values)",
+                     version {} (or other values); fix: {}",
                     after.as_ref().map_or("the start".into(), |a| a.join(",")),
                     last.join(","),
                     expected.0,
-                    actual.0
+                    actual.0,
+                    refresh_command(
+                        &plan.def.target,
+                        &range_scope(&plan.key, after.as_deref(), &last)
+                    )
                 );
                 verdict = Some((last, rows, failing, Some(text)));
             }
@@ -257,14 +261,16 @@ pub async fn verify_version(
     if !strays.is_empty() {
         let shown: Vec<String> = strays.iter().take(10).map(|k| k.join(",")).collect();
         found.differences.push(format!(
-            "the version holds {} live row(s) whose keys the source does not have (keys {}{})",
+            "the version holds {} live row(s) whose keys the source does not have (keys {}{}); \
+             fix: {}",
             strays.len(),
             shown.join("; "),
             if strays.len() > shown.len() {
                 "; ..."
             } else {
                 ""
-            }
+            },
+            refresh_command(&plan.def.target, &keys_scope(&plan.key, &strays))
         ));
     }
     if !found.failing.is_empty() {
@@ -605,4 +611,103 @@ async fn read_range(
     }
     let rows = sink.as_mut().finish().await.map_err(into)?;
     Ok(Some((last, lsn, rows)))
+}
+
+/// The `walfill request` that refreshes the rows of `scope` (a condition
+/// on the source's columns) in the published version: a scoped refresh
+/// copies them again and tombstones keys the source no longer has.
+fn refresh_command(target: &str, scope: &str) -> String {
+    let shell = scope
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('$', "\\$")
+        .replace('`', "\\`");
+    format!("`walfill request {target} --where \"{shell}\"`")
+}
+
+/// A key column as the user would write it: bare when it can be.
+fn column(name: &str) -> String {
+    let plain = name
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_lowercase() || c == '_')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+    if plain {
+        name.to_string()
+    } else {
+        walfill_core::sql::quote_ident(name)
+    }
+}
+
+/// `k` or `(k1, k2)`, and a key's values the same way (literals, which
+/// the source casts to the key's types).
+fn tuple(parts: Vec<String>) -> String {
+    match parts.as_slice() {
+        [one] => one.clone(),
+        _ => format!("({})", parts.join(", ")),
+    }
+}
+
+fn key_columns(key: &[String]) -> String {
+    tuple(key.iter().map(|k| column(k)).collect())
+}
+
+fn key_value(values: &[String]) -> String {
+    tuple(
+        values
+            .iter()
+            .map(|v| walfill_core::sql::quote_literal(v))
+            .collect(),
+    )
+}
+
+/// The keys after `after` (from the first without it) up to `last`.
+fn range_scope(key: &[String], after: Option<&[String]>, last: &[String]) -> String {
+    let columns = key_columns(key);
+    let upper = format!("{columns} <= {}", key_value(last));
+    match after {
+        Some(after) => format!("{columns} > {} AND {upper}", key_value(after)),
+        None => upper,
+    }
+}
+
+/// Exactly these keys.
+fn keys_scope(key: &[String], keys: &[Vec<String>]) -> String {
+    let values: Vec<String> = keys.iter().map(|k| key_value(k)).collect();
+    format!("{} IN ({})", key_columns(key), values.join(", "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_fix_names_the_range_or_the_keys_as_the_source_reads_them() {
+        let id = vec!["id".to_string()];
+        assert_eq!(
+            refresh_command(
+                "t",
+                &range_scope(&id, Some(&["400".into()]), &["600".into()])
+            ),
+            "`walfill request t --where \"id > '400' AND id <= '600'\"`"
+        );
+        assert_eq!(range_scope(&id, None, &["600".into()]), "id <= '600'");
+        let two = vec!["Region".to_string(), "n".to_string()];
+        assert_eq!(
+            keys_scope(
+                &two,
+                &[
+                    vec!["eu".into(), "1".into()],
+                    vec!["o'k".into(), "2".into()]
+                ]
+            ),
+            "(\"Region\", n) IN (('eu', '1'), ('o''k', '2'))"
+        );
+        assert_eq!(
+            refresh_command("t", "\"Region\" = '$x'"),
+            "`walfill request t --where \"\\\"Region\\\" = '\\$x'\"`"
+        );
+    }
 }

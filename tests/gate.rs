@@ -236,3 +236,32 @@ fn a_bad_swap_at_is_refused() {
         Some("0".into())
     );
 }
+
+/// A configured version rebuilt under another name (a request's
+/// `VERSION_rID`) and then retired is not reported `unbuilt` (whose advice
+/// would fail), neither by `status` nor by `/metrics`, and its dead letters
+/// went with it.
+#[test]
+fn a_configured_version_rebuilt_under_another_name_is_not_unbuilt() {
+    let (db, walfill, mut service) = served("gate_unbuilt", true, "");
+    let id = walfill.ok(&["request", "orders_summary"]);
+    let version = request_done(&db, id.trim(), &service);
+    assert_eq!(active_version(&db).as_deref(), Some(version.as_str()));
+    db.exec(
+        "INSERT INTO walfill.dead_letters (target, version, key, key_columns, lsn, seq, error)
+         VALUES ('orders_summary', 'v1', '{1}', '{id}', '0/1', 0, 'old')",
+    );
+    walfill.ok(&["retire", "orders_summary", "v1"]);
+    let text = walfill.ok(&["status"]);
+    assert!(
+        !text.contains("unbuilt") && !text.contains("dead letter"),
+        "{text}"
+    );
+    let (_, metrics) = service.get("/metrics");
+    assert!(!metrics.contains("phase=\"unbuilt\""), "{metrics}");
+    assert_eq!(
+        db.value("SELECT count(*) FROM walfill.dead_letters"),
+        Some("0".into())
+    );
+    service.stop(Duration::from_secs(30));
+}

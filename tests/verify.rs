@@ -161,3 +161,69 @@ fn verify_compares_by_key_whatever_order_the_destination_gives() {
     dest.exec("UPDATE words_m__v1 SET m = 0 WHERE k = 'D'");
     fails(&walfill, "words_m", "keys after the start up to D");
 }
+
+/// Each difference comes with the `walfill request --where` that repairs
+/// it, and running those (a changed range, a stray key) makes the version
+/// equal to its source again.
+#[test]
+fn verify_prints_the_request_that_repairs_each_difference() {
+    use crate::support::service::{wait_for, Service};
+    use std::time::Duration;
+    let db = TestDb::new("vf_fix");
+    db.exec(
+        "CREATE TABLE items (id int PRIMARY KEY, price int);
+         INSERT INTO items SELECT g * 2, g * 3 FROM generate_series(1, 500) g;",
+    );
+    let select = "id, price * 2 AS double";
+    let walfill = Walfill::new(
+        &db,
+        &format!(
+            "[backfill]\nchunk_rows = 100\n[serve]\npoll_seconds = 1\narchiver = false\n\n{}",
+            target("items2", "public.items", select)
+        ),
+    );
+    walfill.ok(&["setup"]);
+    walfill.ok(&["backfill", "items2"]);
+    db.exec(
+        "UPDATE items2__v1 SET double = -1 WHERE id = 500;
+         INSERT INTO items2__v1 (id, double, _walfill_lsn, _walfill_seq) VALUES (251, 7, '0/1', 0);",
+    );
+    let (code, stderr) = verify(&walfill, "items2").expect_err("a wrong version");
+    assert_eq!(code, Some(3), "{stderr}");
+    let problems = stderr.split("error: ").nth(1).expect("the problems");
+    let fixes: Vec<&str> = problems
+        .split("fix: `")
+        .skip(1)
+        .map(|rest| rest.split('`').next().unwrap())
+        .collect();
+    assert_eq!(
+        fixes,
+        [
+            "walfill request items2 --where \"id > '400' AND id <= '600'\"",
+            "walfill request items2 --where \"id IN ('251')\""
+        ],
+        "{stderr}"
+    );
+    let service = Service::start(&walfill, false, &[]);
+    for fix in fixes {
+        let scope = fix
+            .split("--where \"")
+            .nth(1)
+            .unwrap()
+            .trim_end_matches('"');
+        let id = walfill.ok(&["request", "items2", "--where", scope]);
+        wait_for(
+            &db,
+            &format!(
+                "SELECT state = 'done' FROM walfill.requests WHERE id = {}",
+                id.trim()
+            ),
+            Duration::from_secs(60),
+            "the repair",
+            &[&service],
+        );
+    }
+    drop(service);
+    verify(&walfill, "items2").expect("verify passes after the printed repairs");
+    assert_view_matches(&db, "public.items2", "items", select, None, "id");
+}

@@ -152,7 +152,10 @@ pub async fn report(config: &Config) -> Result<Report> {
     state::require(&dest).await?;
     let mut versions = Vec::new();
     let mut legacy = Vec::new();
+    // Every version ever made (retired ones included), by target.
+    let mut made: Vec<(String, String, bool)> = Vec::new();
     for v in VersionState::list(&dest).await? {
+        made.push((v.target.clone(), v.version.clone(), v.phase.is_live()));
         if v.phase.is_live() && v.meaning < crate::plan::MEANING {
             if let Some(desc) = &v.source_desc {
                 let read =
@@ -174,10 +177,14 @@ pub async fn report(config: &Config) -> Result<Report> {
         }
     }
     for target in &config.targets {
-        if !versions
-            .iter()
-            .any(|r| r.target == target.name && r.version == target.version)
-        {
+        // Not built when no version of that name was ever made, and none
+        // built in its place (a rebuild's `VERSION_rID`, a schedule's
+        // `VERSION_s...`) is live.
+        let derived = format!("{}_", target.version);
+        let built = made.iter().any(|(t, v, live)| {
+            *t == target.name && (*v == target.version || (*live && v.starts_with(&derived)))
+        });
+        if !built {
             versions.push(unbuilt(&target.name, &target.version));
         }
     }
