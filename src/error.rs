@@ -179,6 +179,7 @@ impl Error {
                 true => Directive::Retry,
                 false => Directive::Manual,
             },
+            Error::Archive(e) if e.is_misconfigured() => Directive::Manual,
             Error::Connect { .. } | Error::Busy(_) | Error::Archive(_) => Directive::Retry,
             Error::Config(_)
             | Error::Decode(_)
@@ -204,6 +205,7 @@ impl Error {
     pub fn exit_code(&self) -> u8 {
         match self {
             Error::Config(_) | Error::Request(_) => 2,
+            Error::Archive(e) if e.is_misconfigured() => 2,
             Error::Problems(_)
             | Error::SchemaChanged(_)
             | Error::EnumLabels { .. }

@@ -70,7 +70,7 @@ pub async fn retire_version(config: &Config, target: &str, version: &str) -> Res
     }
     // A process still working on it (a sync) lets go once it sees it retired.
     let what = format!("version {version} of {target}");
-    lock::acquire(
+    lock::acquire_when_let_go(
         &dest,
         &format!("version:{target}:{version}"),
         &what,

@@ -171,3 +171,32 @@ fn malformed_config_names_the_line() {
     );
     assert_nothing_written(&db);
 }
+
+/// A pgBackRest repository's root given as the archive is a configuration
+/// error (exit 2, as the README's table says), with the URL to give.
+#[test]
+fn a_pgbackrest_repository_root_as_the_archive() {
+    let db = TestDb::new("bad_repo_root");
+    db.exec("CREATE TABLE t (id int PRIMARY KEY, v text)");
+    let root = std::env::temp_dir().join(format!("walfill-repo-root-{}", std::process::id()));
+    for (dir, file) in [
+        ("archive/main", "archive.info"),
+        ("backup/main", "backup.info"),
+    ] {
+        std::fs::create_dir_all(root.join(dir)).unwrap();
+        std::fs::write(root.join(dir).join(file), "x").unwrap();
+    }
+    let url = format!("file://{}", root.display());
+    let walfill = Walfill::new(&db, &format!("[archive]\nurl = \"{url}\"\n\n{TARGET}"));
+    for args in [&["decode", "--from", "0/1000000"][..], &["setup"]] {
+        let out = walfill.run(args);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(
+            err.contains("root of a pgBackRest repository") && err.contains("/archive/<stanza>"),
+            "{args:?}: {err}"
+        );
+    }
+    assert_nothing_written(&db);
+    std::fs::remove_dir_all(&root).unwrap();
+}

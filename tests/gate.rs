@@ -265,3 +265,44 @@ fn a_configured_version_rebuilt_under_another_name_is_not_unbuilt() {
     );
     service.stop(Duration::from_secs(30));
 }
+
+/// A request claimed again after a failed attempt does not show that old
+/// error while the new attempt runs.
+#[test]
+fn a_running_attempt_shows_no_old_error() {
+    let db = TestDb::new("gate_old_error");
+    create_orders(&db, 6_000);
+    let walfill = Walfill::new(&db, &orders_target("v1"));
+    walfill.ok(&["setup"]);
+    walfill.ok(&["backfill", "orders_summary"]);
+    walfill.configure(
+        &db,
+        &format!(
+            "[backfill]\nchunk_rows = 200\nmax_rows_per_second = 1500\n{}\n{}",
+            serve_section(),
+            orders_target("v1")
+        ),
+    );
+    db.exec(
+        "INSERT INTO walfill.requests (target, origin, attempts, last_error)
+         VALUES ('orders_summary', 'sql', 1, 'an error of the attempt before')",
+    );
+    let mut service = Service::start(&walfill, false, &[]);
+    wait_for(
+        &db,
+        "SELECT state = 'running' FROM walfill.requests",
+        Duration::from_secs(60),
+        "the request to run",
+        &[&service],
+    );
+    assert_eq!(
+        db.value("SELECT last_error IS NULL FROM walfill.requests"),
+        Some("true".into())
+    );
+    let status = walfill.ok(&["status"]);
+    assert!(
+        !status.contains("an error of the attempt before"),
+        "{status}"
+    );
+    service.stop(Duration::from_secs(30));
+}

@@ -25,6 +25,16 @@ use problems::{Problems, Step};
 /// operation; the catalog journal alone needs a superuser, to install or
 /// update it.
 pub async fn setup(config: &Config) -> Result<()> {
+    // An archive URL that points at the wrong place (a pgBackRest
+    // repository's root, a layout that cannot be told) is a configuration
+    // error: said before anything is written.
+    if let Some(url) = &config.archive {
+        if let Err(e) = config.open_archive(url)?.layout().await {
+            if e.is_misconfigured() {
+                return Err(e.into());
+            }
+        }
+    }
     let source = db::connect(&config.source, Role::Source).await?;
     let dest = db::connect(&config.destination, Role::Destination).await?;
     let mut problems = Problems::default();

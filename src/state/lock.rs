@@ -28,6 +28,28 @@ fn key_sql() -> &'static str {
 /// waiting up to `wait` for a holder to let go. `what` names the work for
 /// messages.
 pub async fn acquire(client: &Client, name: &str, what: &str, wait: Duration) -> Result<()> {
+    take(client, name, what, wait, false).await
+}
+
+/// [`acquire`], where another process is expected to hold the work and to
+/// let go of it (a sync that follows a version being retired sees it
+/// retired at its next batch): the wait is routine, and logged as such.
+pub async fn acquire_when_let_go(
+    client: &Client,
+    name: &str,
+    what: &str,
+    wait: Duration,
+) -> Result<()> {
+    take(client, name, what, wait, true).await
+}
+
+async fn take(
+    client: &Client,
+    name: &str,
+    what: &str,
+    wait: Duration,
+    expected: bool,
+) -> Result<()> {
     let key = format!("walfill:{name}");
     let started = Instant::now();
     let mut told = false;
@@ -54,7 +76,14 @@ pub async fn acquire(client: &Client, name: &str, what: &str, wait: Duration) ->
                 holder.map(|h| format!(" ({h})")).unwrap_or_default()
             )));
         }
-        if !told {
+        if !told && expected {
+            told = true;
+            tracing::info!(
+                %what,
+                holder = holder.as_deref().unwrap_or("unknown"),
+                "waiting for the process that works on it to let go"
+            );
+        } else if !told {
             told = true;
             tracing::warn!(
                 %what,

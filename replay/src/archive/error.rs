@@ -172,6 +172,17 @@ pub enum ArchiveError {
 }
 
 impl ArchiveError {
+    /// Whether the configuration is wrong (the URL, the layout it points
+    /// at): fix it, then rerun.
+    pub fn is_misconfigured(&self) -> bool {
+        matches!(
+            self,
+            ArchiveError::InvalidUrl { .. }
+                | ArchiveError::Layout { .. }
+                | ArchiveError::ReadOnly { .. }
+        )
+    }
+
     /// Whether the same request would fail again: missing or corrupt data,
     /// bad configuration, refused credentials. `false` for transport errors
     /// (network, throttling, server errors) worth retrying after a pause.

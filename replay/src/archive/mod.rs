@@ -210,6 +210,17 @@ impl Archive {
             .to_string()
     }
 
+    /// Where an object is, as a URL an operator can open: the archive's URL
+    /// and the object's name under it (`file:///var/lib/wal/0000...`, with
+    /// the path's leading `/`; `s3://bucket/prefix/0000...`).
+    pub fn object_url(&self, location: &Path) -> String {
+        format!(
+            "{}/{}",
+            self.url().trim_end_matches('/'),
+            self.relative(location)
+        )
+    }
+
     /// The object store.
     pub fn store(&self) -> &Arc<dyn ObjectStore> {
         &self.inner.store

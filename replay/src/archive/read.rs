@@ -344,7 +344,7 @@ async fn fetch(
     .map_err(|damage| archive.corrupt(&archive.relative(&location), damage))?;
     Ok(SegmentData {
         name: file.name,
-        file: location.to_string(),
+        file: archive.object_url(&location),
         start: file.name.segno.start_lsn(u64::from(segment_size)),
         partial: file.partial,
         bytes,

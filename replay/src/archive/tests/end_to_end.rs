@@ -138,3 +138,20 @@ async fn archive_read_throughput() {
         }
     }
 }
+
+/// A segment read from a local archive names its file by a URL with the
+/// path's leading `/` (messages about damaged WAL print it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_segment_names_its_file_by_url() {
+    let backend = Backend::local("e2e-url");
+    store_fixture(&backend.archive()).await;
+    let archive = backend.archive();
+    let (segments, err) = read_all(&archive, start(7), None, ReadOptions::default()).await;
+    assert!(err.is_none(), "{err:?}");
+    let file = &segments[0].file;
+    assert!(
+        file.starts_with("file:///") && file.starts_with(archive.url()) && file.contains("/0000"),
+        "{file} (archive {})",
+        archive.url()
+    );
+}
