@@ -1454,3 +1454,102 @@ fn history_records_apply_lag_and_slot_wal_for_the_plots() {
     writer.stop();
     service.stop(Duration::from_secs(30));
 }
+
+/// One HTTPS request with a client that trusts only `ca` (PEM); the raw
+/// response, or why it failed.
+fn https_get(port: u16, path: &str, ca: &str) -> Result<String, String> {
+    use rustls::pki_types::pem::PemObject;
+    use std::io::{Read, Write};
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls::pki_types::CertificateDer::pem_slice_iter(ca.as_bytes()) {
+        roots.add(cert.unwrap()).unwrap();
+    }
+    let provider = std::sync::Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let name = rustls::pki_types::ServerName::try_from("localhost").unwrap();
+    let conn = rustls::ClientConnection::new(std::sync::Arc::new(config), name)
+        .map_err(|e| e.to_string())?;
+    let tcp = std::net::TcpStream::connect(("127.0.0.1", port)).map_err(|e| e.to_string())?;
+    tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut tls = rustls::StreamOwned::new(conn, tcp);
+    write!(
+        tls,
+        "GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n"
+    )
+    .map_err(|e| e.to_string())?;
+    let mut response = String::new();
+    tls.read_to_string(&mut response)
+        .map_err(|e| e.to_string())?;
+    Ok(response)
+}
+
+/// With `tls_cert` and `tls_key` the endpoints speak HTTPS (and nothing
+/// else on that port); a key that does not fit its certificate stops the
+/// start, naming the setting (exit 2).
+#[test]
+fn the_endpoints_are_served_over_https_with_tls_cert_and_key() {
+    let (db, walfill) = built_v1("sv_tls", 100, "");
+    let dir = std::env::temp_dir().join(format!("walfill-tls-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let issued = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+    let cert_pem = issued.cert.pem();
+    std::fs::write(dir.join("cert.pem"), &cert_pem).unwrap();
+    std::fs::write(dir.join("key.pem"), issued.signing_key.serialize_pem()).unwrap();
+    let other = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+    std::fs::write(dir.join("other-key.pem"), other.signing_key.serialize_pem()).unwrap();
+    let port = crate::support::service::free_port();
+    let configure = |key: &str| {
+        walfill.configure(
+            &db,
+            &format!(
+                "{}listen = \"127.0.0.1:{port}\"\ntls_cert = \"{}\"\ntls_key = \"{}\"\n\n{}",
+                serve_section(""),
+                dir.join("cert.pem").display(),
+                dir.join(key).display(),
+                orders_target("v1")
+            ),
+        )
+    };
+
+    configure("other-key.pem");
+    let out = walfill.run(&["serve"]);
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{log}");
+    assert!(
+        log.contains("serve.tls_key") && log.contains("does not fit"),
+        "{log}"
+    );
+
+    configure("key.pem");
+    let mut service = Service::start(&walfill, false, &[]);
+    let started = Instant::now();
+    let response = loop {
+        match https_get(port, "/health", &cert_pem) {
+            Ok(r) => break r,
+            Err(e) if started.elapsed() > Duration::from_secs(30) => {
+                panic!("no HTTPS answer: {e}\n{}", service.log())
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(200)),
+        }
+    };
+    assert!(
+        response.starts_with("HTTP/1.1 200") && response.ends_with("ok\n"),
+        "{response}"
+    );
+    let status = https_get(port, "/status", &cert_pem).unwrap();
+    assert!(status.contains("\"orders_summary\""), "{status}");
+    // Plain HTTP gets no answer from it.
+    let plain = reqwest::blocking::Client::builder()
+        .timeout(Duration::from_secs(5))
+        .build()
+        .unwrap()
+        .get(format!("http://127.0.0.1:{port}/health"))
+        .send();
+    assert!(plain.is_err(), "plain HTTP answered: {plain:?}");
+    service.stop(Duration::from_secs(30));
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -9,8 +9,8 @@ use walfill_replay::archive::Layout;
 use super::raw::{ArchiverRaw, RawConfig, RawServe, RawTarget};
 use super::{
     ArchiveSettings, ArchiverSetting, BackfillSettings, Config, CopyFormatSetting, Grant, PgUrl,
-    QualifiedName, Schedule, ServeSettings, SnapshotMode, Target, ThrottleSettings, Token,
-    TransformOn,
+    QualifiedName, Schedule, ServeSettings, SnapshotMode, Target, ThrottleSettings, TlsFiles,
+    Token, TransformOn,
 };
 
 /// PostgreSQL's identifier limit (NAMEDATALEN - 1).
@@ -366,10 +366,24 @@ impl Validator<'_> {
                 secret_env: t.secret_env.get_ref().clone(),
             });
         }
+        let tls =
+            match (&s.tls_cert, &s.tls_key) {
+                (None, None) => None,
+                (Some(cert), Some(key)) => Some(TlsFiles {
+                    cert: cert.get_ref().into(),
+                    key: key.get_ref().into(),
+                }),
+                (Some(one), None) | (None, Some(one)) => return Err(self.invalid(
+                    Some(one.span()),
+                    "serve.tls_cert and serve.tls_key go together: give both (PEM files of the \
+                     certificate chain and its private key) to serve HTTPS, or neither",
+                )),
+            };
         Ok(ServeSettings {
             listen,
             timezone,
             tokens,
+            tls,
             keep_versions: s.keep_versions.unwrap_or(1),
             slot_reap_after_minutes: s.slot_reap_after_minutes.unwrap_or(10),
             auto_rebuild: s.auto_rebuild.unwrap_or(true),

@@ -307,6 +307,18 @@ pub struct ServeSettings {
     /// The HTTP API's bearer tokens (none: the API is open, and may listen
     /// on a loopback address only).
     pub tokens: Vec<Token>,
+    /// `tls_cert` and `tls_key`: serve HTTPS with this certificate chain
+    /// and private key (PEM files), read at start.
+    pub tls: Option<TlsFiles>,
+}
+
+/// `[serve] tls_cert` and `tls_key`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TlsFiles {
+    /// The certificate chain, PEM, the server's own certificate first.
+    pub cert: std::path::PathBuf,
+    /// The private key, PEM (PKCS#8, PKCS#1 or SEC1).
+    pub key: std::path::PathBuf,
 }
 
 /// The longest suffix walfill adds to a configured version's name for the

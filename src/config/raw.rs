@@ -103,6 +103,8 @@ pub(super) struct RawServe {
     pub(super) poll_seconds: Option<u32>,
     pub(super) retry_seconds: Option<u32>,
     pub(super) tokens: Option<Vec<RawToken>>,
+    pub(super) tls_cert: Option<Spanned<String>>,
+    pub(super) tls_key: Option<Spanned<String>>,
 }
 
 /// One `[[serve.tokens]]`.

@@ -15,7 +15,8 @@
 //! - `POST /targets/TARGET/pause`, `.../resume`; `POST /pause`, `/resume`
 //!   for every target.
 //!
-//! With `[[serve.tokens]]`, every endpoint but `/health` and the page
+//! With `[serve] tls_cert` and `tls_key`, they are served over HTTPS only
+//! (see `tls`). With `[[serve.tokens]]`, every endpoint but `/health` and the page
 //! itself (which holds no data, and reads the token it sends from its
 //! URL's `#token=...`) wants `Authorization: Bearer SECRET`: a `read` token
 //! for the GETs, a `write` token for the POSTs too. Without tokens the API
@@ -40,6 +41,7 @@ const PAGE: &str = include_str!("page.html");
 /// Serves until `cancel`.
 pub(super) async fn run(
     listener: tokio::net::TcpListener,
+    tls: Option<tokio_rustls::TlsAcceptor>,
     shared: Arc<Shared>,
     cancel: CancellationToken,
 ) {
@@ -61,9 +63,22 @@ pub(super) async fn run(
             authorize,
         ))
         .with_state(shared);
-    let served = axum::serve(listener, app)
-        .with_graceful_shutdown(cancel.cancelled_owned())
-        .await;
+    let served = match tls {
+        Some(acceptor) => {
+            let listener = super::tls::TlsListener {
+                tcp: listener,
+                acceptor,
+            };
+            axum::serve(listener, app)
+                .with_graceful_shutdown(cancel.cancelled_owned())
+                .await
+        }
+        None => {
+            axum::serve(listener, app)
+                .with_graceful_shutdown(cancel.cancelled_owned())
+                .await
+        }
+    };
     if let Err(e) = served {
         tracing::error!(error = %e, "the HTTP endpoints stopped");
     }

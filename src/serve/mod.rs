@@ -28,6 +28,7 @@ mod metrics;
 pub mod schedule;
 mod supervise;
 mod tidy;
+mod tls;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -169,6 +170,11 @@ pub async fn serve(
             )));
         }
     }
+    // The certificate and key are read now: a bad one stops the start.
+    let tls = match (&config.serve.tls, listen) {
+        (Some(files), Some(_)) => Some(tls::acceptor(files)?),
+        _ => None,
+    };
     register(&dest, &worker, listen).await?;
     let (config_tx, config_rx) = watch::channel(Arc::new(config));
     let shared = Arc::new(Shared {
@@ -191,7 +197,12 @@ pub async fn serve(
                 "cannot listen on {addr}: {e}; pick another address with --listen"
             ))
         })?;
-        background.spawn(http::run(listener, shared.clone(), cancel.clone()));
+        tracing::info!(
+            %addr,
+            scheme = if tls.is_some() { "https" } else { "http" },
+            "serving the HTTP endpoints"
+        );
+        background.spawn(http::run(listener, tls, shared.clone(), cancel.clone()));
         background.spawn(history::sample(
             shared.clone(),
             shared.history.clone(),
