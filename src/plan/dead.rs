@@ -88,25 +88,42 @@ impl Plan {
                             FROM gone AS m)"
         );
         DeadLetterSql {
+            // Rows are evaluated in one scan, in physical order (a TID range
+            // scan, fetched one row at a time), until one fails; the scan
+            // then starts again after that row. So an error costs one
+            // subtransaction and one scan start, not every row.
             failing_function: format!(
                 "CREATE OR REPLACE FUNCTION pg_temp.{function}() \
                  RETURNS TABLE (walfill_failing_ctid tid, walfill_failing_error text) \
-                 LANGUAGE plpgsql AS $walfill_failing$\n\
+                 LANGUAGE plpgsql SET enable_seqscan = off AS $walfill_failing$\n\
                  #variable_conflict use_column\n\
-                 DECLARE walfill_at tid;\n\
+                 DECLARE walfill_from tid := '(0,0)'; walfill_at tid; walfill_out text; \
+                         walfill_rows refcursor;\n\
                  BEGIN\n\
-                   FOR walfill_at IN SELECT m.ctid FROM {work} AS m WHERE m._walfill_op = 'u' LOOP\n\
+                   LOOP\n\
                      BEGIN\n\
-                       PERFORM t::text FROM {work} AS m, \
-                         LATERAL (SELECT {select} FROM {row}{passes} {FENCE}) AS t \
-                        WHERE m.ctid = walfill_at;\n\
+                       OPEN walfill_rows NO SCROLL FOR \
+                         SELECT m.ctid, t::text FROM {work} AS m \
+                           LEFT JOIN LATERAL (SELECT {select} FROM {row}{passes} {FENCE}) AS t \
+                             ON true \
+                          WHERE m.ctid > walfill_from AND m._walfill_op = 'u';\n\
+                       LOOP\n\
+                         FETCH walfill_rows INTO walfill_at, walfill_out;\n\
+                         EXIT WHEN NOT FOUND;\n\
+                         walfill_from := walfill_at;\n\
+                       END LOOP;\n\
+                       CLOSE walfill_rows;\n\
+                       RETURN;\n\
                      EXCEPTION WHEN data_exception OR sql_routine_exception \
                                  OR external_routine_exception \
                                  OR external_routine_invocation_exception OR plpgsql_error THEN\n\
+                       SELECT m.ctid INTO walfill_at FROM {work} AS m \
+                        WHERE m.ctid > walfill_from AND m._walfill_op = 'u' LIMIT 1;\n\
                        walfill_failing_ctid := walfill_at;\n\
                        walfill_failing_error := \
                          'ERROR: ' || SQLERRM || ' [SQLSTATE ' || SQLSTATE || ']';\n\
                        RETURN NEXT;\n\
+                       walfill_from := walfill_at;\n\
                      END;\n\
                    END LOOP;\n\
                  END $walfill_failing$",
