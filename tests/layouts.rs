@@ -458,9 +458,131 @@ fn plan_says_a_table_older_than_a_foreign_archive_never_replays() {
     mirror.finish();
     let plan = walfill.ok(&["plan", "orders_summary"]);
     assert!(
-        plan.contains("can never replay here, until bases are kept elsewhere")
+        plan.contains("can never replay here; set [archive] bases_url")
             && plan.contains("flat layout")
             && !plan.contains("the first snapshot backfill writes one"),
         "{plan}"
     );
+}
+
+/// A table older than a flat archive (whose oldest segments then expire)
+/// replays from the base snapshot a snapshot backfill kept in `[archive]
+/// bases_url`, beside the archive: no source row is read, and nothing but
+/// segments is ever written into the archive's folder.
+#[test]
+fn a_table_older_than_a_flat_archive_replays_from_a_base_in_bases_url() {
+    let src = TestDb::new("lay_bases_src");
+    let dest = TestDb::new("lay_bases_dest");
+    // Older than the archive: only a base can replay it.
+    create_orders(&src, 5_000);
+    let archive = Arc::new(ForeignArchive::new("flat", &src));
+    let bases = archive.dir.with_extension("bases");
+    let _ = std::fs::remove_dir_all(&bases);
+    src.archive_wal();
+    let first = src
+        .value("SELECT pg_walfile_name(pg_current_wal_lsn())")
+        .expect("a segment name");
+    src.exec("CHECKPOINT");
+    let mirror = Mirror::start(archive.clone(), &first);
+    let section = format!(
+        "[archive]\nurl = \"{}\"\nwait_seconds = 120\nbases_url = \"file://{}\"\n",
+        archive.url(),
+        bases.display()
+    );
+    let walfill = two_databases(&src, &dest, &format!("{section}\n{}", orders_target("v1")));
+    walfill.ok(&["setup"]);
+    src.archive_wal();
+    let plan = walfill.ok(&["plan", "orders_summary"]);
+    assert!(
+        plan.contains("the first snapshot backfill writes one into [archive] bases_url"),
+        "{plan}"
+    );
+    walfill.ok(&["backfill", "orders_summary"]);
+    assert_eq!(
+        dest.value("SELECT path FROM walfill.versions WHERE version = 'v1'")
+            .as_deref(),
+        Some("snapshot")
+    );
+    let restart = dest
+        .value("SELECT restart_lsn::text FROM walfill.versions WHERE version = 'v1'")
+        .unwrap_or_default();
+    let manifests: Vec<String> = {
+        let mut found = Vec::new();
+        let mut stack = vec![bases.clone()];
+        while let Some(dir) = stack.pop() {
+            for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+                let path = entry.path();
+                if path.is_dir() {
+                    stack.push(path);
+                } else if path.ends_with("manifest.json") {
+                    found.push(std::fs::read_to_string(&path).unwrap());
+                }
+            }
+        }
+        found
+    };
+    assert_eq!(manifests.len(), 1, "one base in bases_url");
+    let manifest: serde_json::Value = serde_json::from_str(&manifests[0]).unwrap();
+    let base_restart = manifest["restart_lsn"].as_str().unwrap().to_string();
+
+    let writer = Writer::start(&src, 5_000, 1_000_000, 21);
+    for _ in 0..3 {
+        std::thread::sleep(Duration::from_millis(500));
+        src.archive_wal();
+    }
+    assert!(writer.stop() > 20);
+    src.exec("DELETE FROM orders WHERE id % 50 = 0");
+    src.archive_wal();
+    // The mirror goes on (the replay waits for its boundary's segment).
+    std::thread::sleep(Duration::from_secs(1));
+
+    // The archive's retention expires every segment before the base's.
+    let keep_from = src
+        .value(&format!("SELECT pg_walfile_name('{base_restart}')"))
+        .unwrap();
+    let mut expired = 0;
+    for file in archive.files() {
+        let name = file.split('.').next().unwrap_or_default();
+        if name.len() == 24 && name < keep_from.as_str() {
+            std::fs::remove_file(archive.dir.join(&file)).unwrap();
+            expired += 1;
+        }
+    }
+    assert!(
+        expired > 0,
+        "nothing expired before {keep_from} ({restart})"
+    );
+
+    let walfill = two_databases(&src, &dest, &format!("{section}\n{}", orders_target("v2")));
+    let plan = walfill.ok(&["plan", "orders_summary"]);
+    assert!(plan.contains(": replay"), "{plan}");
+    let before = src.table_reads("orders");
+    walfill.ok(&["backfill", "orders_summary", "--path", "replay"]);
+    assert_eq!(src.table_reads("orders"), before, "the replay read orders");
+    mirror.finish();
+    assert_eq!(
+        dest.value(
+            "SELECT path || ' ' || (replay_base->>'kind') FROM walfill.versions WHERE version = 'v2'"
+        )
+        .as_deref(),
+        Some("replay snapshot")
+    );
+    assert_view_matches_in(
+        &src,
+        &dest,
+        "derived.orders_summary",
+        "orders",
+        ORDERS_SELECT,
+        Some(ORDERS_WHERE),
+        "id",
+    );
+    // Only segments in the archive's folder.
+    let files = archive.files();
+    assert!(
+        files
+            .iter()
+            .all(|f| f.len() >= 24 && f[..24].chars().all(|c| c.is_ascii_hexdigit())),
+        "{files:?}"
+    );
+    let _ = std::fs::remove_dir_all(&bases);
 }

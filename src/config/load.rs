@@ -99,6 +99,27 @@ pub(crate) fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
                 .map_err(|m| v.invalid(Some(layout.span()), &format!("archive.layout: {m}")))?,
             None => None,
         },
+        bases_url: match raw.archive.as_ref().and_then(|a| a.bases_url.as_ref()) {
+            Some(bases) => {
+                let url = bases.get_ref();
+                walfill_replay::archive::Archive::open(url).map_err(|e| {
+                    v.invalid(
+                        Some(bases.span()),
+                        &format!("archive.bases_url {url:?}: {e}"),
+                    )
+                })?;
+                if Some(url) == archive.as_ref() {
+                    return Err(v.invalid(
+                        Some(bases.span()),
+                        "archive.bases_url is the archive's own URL: leave it out (an archive \
+                         of walfill's own layout keeps its bases), or give a location beside \
+                         the archive, outside the folders of the tool that fills it",
+                    ));
+                }
+                Some(url.clone())
+            }
+            None => None,
+        },
     };
 
     let b = &raw.backfill;

@@ -85,6 +85,23 @@ impl Config {
         Ok(walfill_replay::archive::Archive::open(url)?.with_layout(self.archive_settings.layout))
     }
 
+    /// The store of walfill's base snapshots: `[archive] bases_url` (a
+    /// location of walfill's own layout), else the archive itself; `None`
+    /// without an archive.
+    pub fn open_bases(
+        &self,
+    ) -> Option<Result<walfill_replay::archive::Archive, walfill_replay::archive::ArchiveError>>
+    {
+        match (&self.archive_settings.bases_url, &self.archive) {
+            (Some(url), _) => Some(
+                walfill_replay::archive::Archive::open(url)
+                    .map(|a| a.with_layout(Some(walfill_replay::archive::Layout::Walfill))),
+            ),
+            (None, Some(url)) => Some(self.open_archive(url)),
+            (None, None) => None,
+        }
+    }
+
     /// The targets named (all of them when `names` is empty).
     pub fn select_targets(&self, names: &[String]) -> Result<Vec<&Target>, ConfigError> {
         if names.is_empty() {
@@ -105,6 +122,11 @@ pub struct ArchiveSettings {
     pub wait_seconds: u64,
     /// The archive's layout (`None`: detected from what the URL holds).
     pub layout: Option<walfill_replay::archive::Layout>,
+    /// `bases_url`: where walfill keeps its base snapshots, beside an
+    /// archive of another tool's layout (flat, WAL-G, pgBackRest), whose
+    /// folders walfill never writes into. `None`: in the archive itself,
+    /// when it has walfill's own layout.
+    pub bases_url: Option<String>,
 }
 
 /// Knobs of backfill and sync jobs (`[backfill]` in the file).

@@ -35,6 +35,7 @@ pub(super) struct RawArchive {
     pub(super) base_snapshots: Option<bool>,
     pub(super) wait_seconds: Option<u64>,
     pub(super) layout: Option<Spanned<String>>,
+    pub(super) bases_url: Option<Spanned<String>>,
 }
 
 /// `[backfill]`.

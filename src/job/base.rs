@@ -1,4 +1,5 @@
-//! The base snapshot a snapshot backfill leaves in the archive.
+//! The base snapshot a snapshot backfill leaves in walfill's store of bases
+//! (the archive of walfill's own layout, or `[archive] bases_url`).
 
 use tokio_postgres::Client;
 use walfill_core::Lsn;
@@ -19,11 +20,11 @@ pub(super) async fn writer(
     slot: &str,
     boundary: Lsn,
 ) -> Option<BaseWriter> {
-    let url = config.archive.as_deref()?;
+    let opened = config.open_bases()?;
     if !config.archive_settings.base_snapshots {
         return None;
     }
-    let archive = match config.open_archive(url) {
+    let archive = match opened {
         Ok(archive) => archive,
         Err(e) => {
             tracing::warn!(error = %e, "not writing a base snapshot for this copy");
@@ -34,11 +35,12 @@ pub(super) async fn writer(
         Ok(()) => {}
         Err(ArchiveError::ReadOnly { layout, .. }) => {
             tracing::info!(
-                archive = %url,
+                archive = %archive.url(),
                 %layout,
                 "not writing a base snapshot for this copy: the archive has the {layout} \
-                 layout, which walfill only reads (later versions of this table replay from \
-                 its creation or copy again)"
+                 layout, which walfill only reads; set [archive] bases_url to a location \
+                 beside it for walfill to keep this table's bases (until then, later versions \
+                 replay from its creation or copy again)"
             );
             return None;
         }

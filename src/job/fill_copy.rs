@@ -249,16 +249,17 @@ async fn open(
     .await
 }
 
-/// Whether a snapshot copy can leave a base snapshot: an archive of
-/// walfill's own layout, with base snapshots on.
+/// Whether a snapshot copy can leave a base snapshot: a store of bases
+/// (an archive of walfill's own layout, or `bases_url`), with base
+/// snapshots on.
 async fn base_writer_possible(cx: &Context<'_>) -> bool {
-    let Some(url) = cx.config.archive.as_deref() else {
+    let Some(opened) = cx.config.open_bases() else {
         return false;
     };
     if !cx.config.archive_settings.base_snapshots {
         return false;
     }
-    match cx.config.open_archive(url) {
+    match opened {
         Ok(archive) => matches!(
             archive.layout().await,
             Ok(walfill_replay::archive::Layout::Walfill)

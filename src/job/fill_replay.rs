@@ -145,6 +145,7 @@ pub(super) async fn fill_replay(
                 ReplayStart::Snapshot { manifest } => Some(manifest.clone()),
                 ReplayStart::Creation { .. } => None,
             },
+            bases: cx.config.open_bases().transpose()?,
             loaded: state.load_cursor.clone(),
             from_creation: matches!(start, ReplayStart::Creation { .. }),
             identity: identity.clone(),

@@ -265,7 +265,10 @@ async fn decide_replay(config: &Config, source: &Client, plan: &Plan) -> Result<
 
     let relid = plan.source.oid;
     let oldest_xid = oldest_catalog_xid(source, relid).await?;
-    let bases = find_bases(&archive, database, relid).await?;
+    let bases = match config.open_bases() {
+        Some(store) => find_bases(&store?, database, relid).await?,
+        None => Vec::new(),
+    };
     let base = bases.into_iter().find(|m| m.restart_lsn >= covered_from);
     // With a base, only what follows it matters (a later creation of the
     // same OID included). Without one, the scan starts before the table's
@@ -311,18 +314,19 @@ async fn decide_replay(config: &Config, source: &Client, plan: &Plan) -> Result<
         // Whether a snapshot backfill will leave a base here: only into an
         // archive of walfill's own layout, with base snapshots on.
         let writes_bases = match archive.layout().await {
+            _ if !config.archive_settings.base_snapshots => {
+                "[archive] base_snapshots = false, so no snapshot backfill writes one".to_string()
+            }
+            _ if config.archive_settings.bases_url.is_some() => {
+                "the first snapshot backfill writes one into [archive] bases_url".to_string()
+            }
             Ok(walfill_replay::archive::Layout::Walfill) => {
-                if config.archive_settings.base_snapshots {
-                    "the first snapshot backfill writes one".to_string()
-                } else {
-                    "[archive] base_snapshots = false, so no snapshot backfill writes one"
-                        .to_string()
-                }
+                "the first snapshot backfill writes one".to_string()
             }
             Ok(layout) => format!(
-                "walfill keeps base snapshots only in an archive of its own layout, and this \
-                 one has the {layout} layout: a table older than this archive can never replay \
-                 here, until bases are kept elsewhere"
+                "walfill writes nothing into an archive of the {layout} layout, so a table older \
+                 than this archive can never replay here; set [archive] bases_url to a location \
+                 beside it, and the first snapshot backfill keeps a base there"
             ),
             Err(_) => "the archive's layout could not be told".to_string(),
         };

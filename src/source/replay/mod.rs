@@ -57,6 +57,8 @@ pub struct ReplayRange {
     pub known: Option<NewRelation>,
     /// The base snapshot whose rows come before the WAL's changes.
     pub base: Option<Box<Manifest>>,
+    /// The store the base is read from (`None`: the archive itself).
+    pub bases: Option<Archive>,
     /// Keys up to this one (in the merge's order) are stored already.
     pub loaded: Option<Vec<String>>,
     /// Decoding starts before the table's creation: every change to a
@@ -142,10 +144,10 @@ impl ReplaySource {
             let folder = folding::FoldThread {
                 fold: ExternalFold::new(folder, space.memory, space.spill_dir),
                 batches: tx,
-                base: range
-                    .base
-                    .clone()
-                    .map(|m| (archive.clone(), m, runtime.clone())),
+                base: range.base.clone().map(|m| {
+                    let store = range.bases.clone().unwrap_or_else(|| archive.clone());
+                    (store, m, runtime.clone())
+                }),
             };
             let fold_thread = std::thread::Builder::new()
                 .name("walfill-fold".into())
