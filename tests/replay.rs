@@ -387,7 +387,16 @@ fn an_undecodable_column_matters_only_when_the_transform_reads_it() {
     walfill.configure(&db, &target("id, upper(name) AS name"));
     let plan = walfill.ok(&["plan", "places_v"]);
     assert!(plan.contains(": replay"), "plan: {plan}");
-    walfill.ok(&["backfill", "places_v"]);
+    let out = walfill.run(&["backfill", "places_v"]);
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{log}");
+    // Its rows lack a column it could not decode: no base of the table.
+    assert!(
+        log.contains("this replay leaves no base snapshot")
+            && log.contains("has type regclass")
+            && !log.contains("base snapshot written"),
+        "{log}"
+    );
     assert_eq!(version_field(&db, "v1", "path"), "replay");
     assert_view_matches(
         &db,
@@ -774,4 +783,65 @@ fn a_fresh_fill_stores_each_row_once_as_a_row_or_a_tombstone() {
         ));
         assert_eq!(wrong, "0", "{path}: stored rows that are not the source's");
     }
+}
+
+/// A replay leaves a base snapshot of the table's rows at its boundary,
+/// every column included (not only those its transform reads); the next
+/// version, reading another column, replays from that base instead of the
+/// table's creation, without reading the source.
+#[test]
+fn a_replay_leaves_a_base_the_next_version_replays_from() {
+    let src = TestDb::new("rp_leaves_src");
+    let dest = TestDb::new("rp_leaves_dest");
+    let archive = archive_section(&archive_url());
+    two_databases(&src, &dest, &archive).ok(&["setup"]);
+    src.exec(
+        "CREATE TABLE items (id int PRIMARY KEY, a int, b text);
+         INSERT INTO items SELECT g, g, 'b' || g FROM generate_series(1, 3000) g;
+         UPDATE items SET b = 'changed ' || id WHERE id % 7 = 0;
+         DELETE FROM items WHERE id % 11 = 0;",
+    );
+    let target = |select: &str, version: &str| {
+        format!(
+            "{archive}\n[[target]]\nname = \"items_v\"\nsource = \"public.items\"\n\
+             select = \"{select}\"\nversion = \"{version}\"\n"
+        )
+    };
+    let walfill = two_databases(&src, &dest, &target("id, a * 2 AS a2", "v1"));
+    walfill.ok(&["setup"]);
+    src.archive_wal();
+    let out = walfill.run(&["backfill", "items_v", "--path", "replay"]);
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{log}");
+    assert!(log.contains("base snapshot written"), "{log}");
+    assert_eq!(
+        version_field(&dest, "v1", "replay_base->>'kind'"),
+        "creation"
+    );
+
+    src.exec(
+        "UPDATE items SET b = 'later ' || id, a = a + 1 WHERE id % 5 = 0;
+         DELETE FROM items WHERE id % 13 = 0;
+         INSERT INTO items SELECT g, g, 'new' FROM generate_series(3001, 3100) g;",
+    );
+    src.archive_wal();
+    let walfill = two_databases(&src, &dest, &target("id, b, a", "v2"));
+    let plan = walfill.ok(&["plan", "items_v"]);
+    assert!(plan.contains("from the base snapshot of"), "{plan}");
+    let before = src.table_reads("items");
+    walfill.ok(&["backfill", "items_v", "--path", "replay"]);
+    assert_eq!(src.table_reads("items"), before, "the replay read items");
+    assert_eq!(
+        version_field(&dest, "v2", "replay_base->>'kind'"),
+        "snapshot"
+    );
+    assert_view_matches_in(
+        &src,
+        &dest,
+        "public.items_v",
+        "items",
+        "id, b, a",
+        None,
+        "id",
+    );
 }

@@ -100,10 +100,26 @@ impl ColumnMap {
     /// column the transform reads is gone or changed type, which needs a
     /// new version.
     pub fn build(plan: &Plan, relation: Arc<Relation>, era: Era) -> Result<ColumnMap> {
+        ColumnMap::build_keeping(plan, relation, era, false)
+    }
+
+    /// [`ColumnMap::build`]; with `every`, the values of columns the
+    /// transform does not read are kept too (for a base snapshot of the
+    /// table's rows), where the description has them.
+    pub fn build_keeping(
+        plan: &Plan,
+        relation: Arc<Relation>,
+        era: Era,
+        every: bool,
+    ) -> Result<ColumnMap> {
         let mut positions = Vec::new();
         for column in plan.source.replicated_columns() {
             if !plan.reads(&column.name) {
-                positions.push(None);
+                positions.push(if every {
+                    relation.position(column.attnum)
+                } else {
+                    None
+                });
                 continue;
             }
             let position = relation.position(column.attnum);
@@ -199,6 +215,8 @@ fn schema_changed(plan: &Plan, what: &str) -> Error {
 pub struct Folder {
     plan: Plan,
     era: Era,
+    /// Keep every column's values, not only those the transform reads.
+    every: bool,
     /// Column maps by the address of the description they were built for.
     maps: HashMap<usize, ColumnMap>,
 }
@@ -209,8 +227,16 @@ impl Folder {
         Folder {
             plan,
             era,
+            every: false,
             maps: HashMap::new(),
         }
+    }
+
+    /// This folder, keeping the values of every column (a replay that
+    /// leaves a base snapshot of the table's rows).
+    pub fn keeping_every_column(mut self) -> Folder {
+        self.every = true;
+        self
     }
 
     /// The plan.
@@ -225,7 +251,7 @@ impl Folder {
             if self.maps.len() > 64 {
                 self.maps.clear();
             }
-            let map = ColumnMap::build(&self.plan, relation.clone(), self.era)?;
+            let map = ColumnMap::build_keeping(&self.plan, relation.clone(), self.era, self.every)?;
             self.maps.insert(key, map);
         }
         Ok(&self.maps[&key])

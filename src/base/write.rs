@@ -1,4 +1,5 @@
-//! Writing a base snapshot while a snapshot backfill copies the table.
+//! Writing a base snapshot: the rows a snapshot backfill copies, or the
+//! rows a replay folded up to its boundary.
 
 use std::sync::Arc;
 
@@ -9,6 +10,7 @@ use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 use parquet::arrow::ArrowWriter;
 use parquet::basic::{Compression, ZstdLevel};
 use parquet::file::properties::WriterProperties;
+use walfill_core::Datum;
 use walfill_replay::archive::Archive;
 use walfill_replay::decode::NewRelation;
 use walfill_replay::Lsn;
@@ -90,6 +92,62 @@ impl BaseWriter {
                 Err(e) => self.failed = Some(e.to_string()),
             }
         }
+    }
+
+    /// Takes one row of the table at the writer's boundary (a replay's
+    /// folded row), its values in the writer's column order. A value the
+    /// replay does not know (an unchanged TOASTed value it never saw) spoils
+    /// the base.
+    pub fn push(&mut self, values: &[Datum]) {
+        if self.failed.is_some() {
+            return;
+        }
+        if values.len() != self.builders.len() {
+            self.failed = Some(format!(
+                "a row of {} values for {} columns",
+                values.len(),
+                self.builders.len()
+            ));
+            return;
+        }
+        if values.contains(&Datum::Unchanged) {
+            self.failed = Some(
+                "a row holds a TOASTed value the replay never saw (unchanged since before the \
+                 history it read)"
+                    .into(),
+            );
+            return;
+        }
+        for (builder, value) in self.builders.iter_mut().zip(values) {
+            builder.append_option(value.as_text());
+        }
+        self.buffered += 1;
+    }
+
+    /// Whether rows are buffered enough for a part.
+    pub fn part_due(&self) -> bool {
+        self.buffered >= PART_ROWS
+    }
+
+    /// Why the writer's table description is not `relation` in shape (a
+    /// base is read with it, from its restart position on), if it is not.
+    pub fn differs_from(&self, relation: &NewRelation) -> Option<String> {
+        let shape = |r: &NewRelation| {
+            let columns: Vec<(String, u32)> = r
+                .attrs
+                .attrs
+                .iter()
+                .filter(|a| !a.dropped)
+                .map(|a| (a.name.clone(), a.type_oid))
+                .collect();
+            (r.oid, r.file, r.toast_file, columns, r.key.clone())
+        };
+        (shape(&self.relation) != shape(relation)).then(|| {
+            format!(
+                "{}.{} changed between the boundary and the base's description",
+                relation.schema, relation.name
+            )
+        })
     }
 
     /// Writes a part once enough rows are buffered; fails when a row could

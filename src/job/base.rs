@@ -10,9 +10,10 @@ use crate::config::Config;
 use crate::error::Result;
 use crate::plan::Plan;
 
-/// A writer for the base of the copy starting at `boundary` from slot
-/// `slot`, when the archive is configured and base snapshots are on. A
-/// problem preparing it is logged, not fatal: the copy goes on without.
+/// A writer for the base at `boundary` of slot `slot` (a snapshot copy's,
+/// or a replay's), when a store of bases is configured and base snapshots
+/// are on. A problem preparing it is logged, not fatal: the fill goes on
+/// without.
 pub(super) async fn writer(
     config: &Config,
     source: &Client,
@@ -27,7 +28,7 @@ pub(super) async fn writer(
     let archive = match opened {
         Ok(archive) => archive,
         Err(e) => {
-            tracing::warn!(error = %e, "not writing a base snapshot for this copy");
+            tracing::warn!(error = %e, "not writing a base snapshot");
             return None;
         }
     };
@@ -37,7 +38,7 @@ pub(super) async fn writer(
             tracing::info!(
                 archive = %archive.url(),
                 %layout,
-                "not writing a base snapshot for this copy: the archive has the {layout} \
+                "not writing a base snapshot: the archive has the {layout} \
                  layout, which walfill only reads; set [archive] bases_url to a location \
                  beside it for walfill to keep this table's bases (until then, later versions \
                  replay from its creation or copy again)"
@@ -45,14 +46,14 @@ pub(super) async fn writer(
             return None;
         }
         Err(e) => {
-            tracing::warn!(error = %e, "not writing a base snapshot for this copy");
+            tracing::warn!(error = %e, "not writing a base snapshot");
             return None;
         }
     }
     match prepare(archive, source, plan, slot, boundary).await {
         Ok(writer) => Some(writer),
         Err(e) => {
-            tracing::warn!(error = %e.describe(), "not writing a base snapshot for this copy");
+            tracing::warn!(error = %e.describe(), "not writing a base snapshot");
             None
         }
     }

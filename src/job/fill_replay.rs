@@ -150,7 +150,13 @@ pub(super) async fn fill_replay(
             from_creation: matches!(start, ReplayStart::Creation { .. }),
             identity: identity.clone(),
         };
-        let outcome = replay_wal(cx, dest, (plan, &store), state, &archive, range).await?;
+        // A fresh load leaves a base snapshot of the table's rows at the
+        // boundary (a resumed one no longer holds every row).
+        let leaves = match state.load_cursor {
+            None => super::base::writer(cx.config, cx.source, plan, &slot, boundary).await,
+            Some(_) => None,
+        };
+        let outcome = replay_wal(cx, dest, (plan, &store), state, &archive, range, leaves).await?;
         check(plan, start.from(), &outcome)?;
         if outcome.reached_boundary {
             tracing::info!(
@@ -217,6 +223,7 @@ async fn replay_wal(
     state: &mut VersionState,
     archive: &Archive,
     range: ReplayRange,
+    leaves: Option<crate::base::BaseWriter>,
 ) -> Result<ReplayOutcome> {
     let space = FoldSpace {
         memory: cx.config.backfill.replay_memory_bytes,
@@ -230,6 +237,7 @@ async fn replay_wal(
         space,
         format!("replay {}", state.label()),
         cx.cancel.clone(),
+        leaves,
     )
     .await?;
     let (target, version, slot) = (

@@ -9,9 +9,10 @@ use std::sync::mpsc::Receiver;
 use tokio::sync::mpsc;
 use walfill_core::{Lsn, RowChange, Version};
 use walfill_replay::archive::Archive;
+use walfill_replay::decode::NewRelation;
 
 use crate::apply::{Batch, Cursor, Entry, ExternalFold, Spilled, Writes};
-use crate::base::{read_part, relation_of, Manifest};
+use crate::base::{read_part, relation_of, BaseWriter, Manifest};
 use crate::error::{Error, Result};
 
 /// What the decoding thread sends the fold thread.
@@ -35,6 +36,9 @@ pub(super) enum Folding {
         loaded: Option<Vec<String>>,
         /// Rows per batch.
         batch_rows: usize,
+        /// The table at the boundary, when its every column was decoded
+        /// (the merged rows can be a base snapshot); else why not.
+        whole: std::result::Result<NewRelation, String>,
     },
 }
 
@@ -43,6 +47,9 @@ pub(super) struct FoldThread {
     pub(super) fold: ExternalFold,
     pub(super) batches: mpsc::Sender<Batch>,
     pub(super) base: Option<(Archive, Box<Manifest>, tokio::runtime::Handle)>,
+    /// The base snapshot this replay leaves at its boundary, if any: the
+    /// merged rows go to it as they go to the apply loop.
+    pub(super) leaves: Option<(BaseWriter, tokio::runtime::Handle)>,
 }
 
 impl FoldThread {
@@ -79,9 +86,13 @@ impl FoldThread {
                         }),
                     })?;
                 }
-                Folding::Load { loaded, batch_rows } => {
+                Folding::Load {
+                    loaded,
+                    batch_rows,
+                    whole,
+                } => {
                     let spilled = self.fold.spilled();
-                    self.load(loaded.as_deref(), batch_rows.max(1), changes)?;
+                    self.load(loaded.as_deref(), batch_rows.max(1), changes, whole)?;
                     return Ok(spilled);
                 }
             }
@@ -97,8 +108,27 @@ impl FoldThread {
 
     /// Merges the fold and hands each key's final row after `loaded` to
     /// the apply loop, `batch_rows` a batch.
-    fn load(self, loaded: Option<&[String]>, batch_rows: usize, mut changes: i64) -> Result<()> {
-        let FoldThread { fold, batches, .. } = self;
+    fn load(
+        self,
+        loaded: Option<&[String]>,
+        batch_rows: usize,
+        mut changes: i64,
+        whole: std::result::Result<NewRelation, String>,
+    ) -> Result<()> {
+        let FoldThread {
+            fold,
+            batches,
+            leaves,
+            ..
+        } = self;
+        let mut leaves = match (leaves, whole) {
+            (Some((writer, runtime)), Ok(relation)) => match writer.differs_from(&relation) {
+                None => Some((writer, runtime)),
+                Some(why) => no_base(&why),
+            },
+            (Some(_), Err(why)) => no_base(&why),
+            (None, _) => None,
+        };
         let spilled = fold.spilled();
         let truncated = fold.truncated();
         tracing::info!(
@@ -127,14 +157,40 @@ impl FoldThread {
         };
         let mut rows = Vec::with_capacity(batch_rows);
         fold.finish().for_each_row(loaded, |key, entry| {
+            if let Some((writer, runtime)) = leaves.as_mut() {
+                writer.push(&entry.values);
+                if writer.part_due() {
+                    if let Err(e) = runtime.block_on(writer.flush_if_due()) {
+                        leaves = no_base(&e.describe());
+                    }
+                }
+            }
             rows.push((key, entry));
             if rows.len() >= batch_rows {
                 send(std::mem::replace(&mut rows, Vec::with_capacity(batch_rows)))?;
             }
             Ok(())
         })?;
-        send(rows)
+        send(rows)?;
+        if let Some((writer, runtime)) = leaves {
+            // A base is a help for later versions: one that cannot be
+            // written costs this one nothing.
+            if let Err(e) = runtime.block_on(async {
+                let mut writer = writer;
+                writer.flush_if_due().await?;
+                writer.finish().await
+            }) {
+                no_base::<()>(&e.describe());
+            }
+        }
+        Ok(())
     }
+}
+
+/// Says why this replay leaves no base snapshot.
+fn no_base<T>(why: &str) -> Option<T> {
+    tracing::info!(reason = %why, "this replay leaves no base snapshot");
+    None
 }
 
 /// Folds the rows of the base snapshot `manifest`, each an insert at its

@@ -29,7 +29,7 @@ use walfill_replay::decode::{
 use walfill_replay::TimelineId;
 
 use crate::apply::{Batch, Era, ExternalFold, Folder, HistorySource, Spilled};
-use crate::base::Manifest;
+use crate::base::{BaseWriter, Manifest};
 use crate::decode::{change_budget, READ_AHEAD};
 use crate::error::{Error, Result};
 use crate::plan::Plan;
@@ -107,7 +107,9 @@ pub struct FoldSpace {
 }
 
 impl ReplaySource {
-    /// Starts decoding on a blocking thread.
+    /// Starts decoding on a blocking thread. With `leaves`, the merged rows
+    /// also become a base snapshot at the boundary, when the history
+    /// decoded every column of the table.
     pub async fn start(
         archive: &Archive,
         range: ReplayRange,
@@ -115,6 +117,7 @@ impl ReplaySource {
         space: FoldSpace,
         label: String,
         cancel: CancellationToken,
+        leaves: Option<BaseWriter>,
     ) -> Result<ReplaySource> {
         let mut catalog = Catalog::new(range.database);
         if let Some(known) = &range.known {
@@ -135,7 +138,10 @@ impl ReplaySource {
         let (tx, batches) = mpsc::channel::<Batch>(2);
         let runtime = tokio::runtime::Handle::current();
         let archive = archive.clone();
-        let folder = Folder::new(plan.clone(), Era::Past);
+        let folder = match &leaves {
+            Some(_) => Folder::new(plan.clone(), Era::Past).keeping_every_column(),
+            None => Folder::new(plan.clone(), Era::Past),
+        };
         let plan = plan.clone();
         let total = range.boundary.checked_sub(range.restart).unwrap_or(0);
         let decoding = tokio::task::spawn_blocking(move || {
@@ -148,6 +154,7 @@ impl ReplaySource {
                     let store = range.bases.clone().unwrap_or_else(|| archive.clone());
                     (store, m, runtime.clone())
                 }),
+                leaves: leaves.map(|writer| (writer, runtime.clone())),
             };
             let fold_thread = std::thread::Builder::new()
                 .name("walfill-fold".into())
@@ -221,7 +228,12 @@ impl ReplaySource {
                 outcome.reached_boundary && check(&plan, range.emit_from, &outcome).is_ok();
             if usable {
                 let loaded = range.loaded.clone();
-                let _ = out.send(folding::Folding::Load { loaded, batch_rows });
+                let whole = whole_table(relid, range.emit_from, &outcome);
+                let _ = out.send(folding::Folding::Load {
+                    loaded,
+                    batch_rows,
+                    whole,
+                });
             }
             drop(out);
             outcome.spilled = joined(fold_thread)?;
@@ -267,6 +279,33 @@ fn joined(thread: std::thread::JoinHandle<Result<Spilled>>) -> Result<Spilled> {
     thread
         .join()
         .map_err(|_| Error::Internal("the fold thread panicked".into()))?
+}
+
+/// The table at the boundary when the replay decoded every one of its
+/// columns from `from` on (its merged rows are then the table's, and can be
+/// a base snapshot); else why not.
+fn whole_table(
+    relid: u32,
+    from: Lsn,
+    outcome: &ReplayOutcome,
+) -> std::result::Result<NewRelation, String> {
+    if let Some(column) = outcome.unsupported.iter().next() {
+        return Err(format!(
+            "column {}.{} has type {}, which walfill cannot decode from WAL",
+            column.relation, column.column, column.type_name
+        ));
+    }
+    if let Some(lost) = outcome
+        .lost
+        .iter()
+        .find(|l| (l.relid == relid || l.relid == 0) && l.lsn >= from)
+    {
+        return Err(format!("from {}: {}", lost.lsn, lost.reason));
+    }
+    outcome
+        .relation
+        .clone()
+        .ok_or_else(|| "the table is not described at the boundary".to_string())
 }
 
 /// Fails when the replayed rows cannot be right: the table's changes could
