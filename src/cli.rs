@@ -446,6 +446,16 @@ pub enum Command {
         version: Option<String>,
     },
 
+    /// Roll the newest base snapshot of each table the targets read forward
+    /// to the archive's newest complete segment: the base's rows and the
+    /// archived WAL since, folded into a new base. Reads no source row and
+    /// creates no slot; later replays of the table start from the new base.
+    /// Killed at any point, it leaves the old base usable; rerun it.
+    Compact {
+        /// Targets whose tables to compact (default: every configured one).
+        targets: Vec<String>,
+    },
+
     /// Drop a version that is not active: its slot and its table.
     Retire {
         /// The target.

@@ -209,6 +209,12 @@ async fn run(command: Command, config: Option<Config>, path: PathBuf) -> Result<
         Command::WalPush { path } => {
             archiver::wal_push(&config, &path).await?;
         }
+        Command::Compact { targets } => {
+            let done = walfill::job::compact(&config, &targets, &cancel).await?;
+            for c in done {
+                walfill::say!("{}: {}", c.table, c.note)?;
+            }
+        }
         Command::Retire { target, version } => {
             config.target(&target)?;
             retire::retire(&config, &target, &version).await?

@@ -845,3 +845,79 @@ fn a_replay_leaves_a_base_the_next_version_replays_from() {
         "id",
     );
 }
+
+/// `walfill compact` rolls the newest base forward with the archived WAL,
+/// reading no source row and creating no slot; the next version replays
+/// from the compacted base (not the old one) and equals the transform.
+#[test]
+fn compaction_rolls_a_base_forward_from_the_archive_alone() {
+    let src = TestDb::new("rp_compact_src");
+    let dest = TestDb::new("rp_compact_dest");
+    let archive = archive_section(&archive_url());
+    two_databases(&src, &dest, &archive).ok(&["setup"]);
+    src.exec(
+        "CREATE TABLE items (id int PRIMARY KEY, a int, b text);
+         INSERT INTO items SELECT g, g, 'b' || g FROM generate_series(1, 4000) g;",
+    );
+    let target = |select: &str, version: &str| {
+        format!(
+            "{archive}\n[[target]]\nname = \"items_v\"\nsource = \"public.items\"\n\
+             select = \"{select}\"\nversion = \"{version}\"\n"
+        )
+    };
+    let walfill = two_databases(&src, &dest, &target("id, a", "v1"));
+    walfill.ok(&["setup"]);
+    walfill.ok(&["backfill", "items_v", "--path", "snapshot"]);
+    let first_base = version_field(&dest, "v1", "boundary_lsn::text");
+
+    src.exec(
+        "UPDATE items SET b = 'later ' || id, a = a * 3 WHERE id % 4 = 0;
+         DELETE FROM items WHERE id % 9 = 0;
+         INSERT INTO items SELECT g, g, 'new' FROM generate_series(4001, 4500) g;",
+    );
+    src.archive_wal();
+    src.exec("UPDATE items SET b = 'last' WHERE id % 10 = 1");
+    src.archive_wal();
+
+    let reads = src.table_reads("items");
+    let slots = src.value("SELECT count(*) FROM pg_replication_slots");
+    let out = walfill.ok(&["compact"]);
+    assert!(out.contains("public.items: a new base at"), "{out}");
+    assert_eq!(src.table_reads("items"), reads, "compaction read items");
+    assert_eq!(
+        src.value("SELECT count(*) FROM pg_replication_slots"),
+        slots,
+        "compaction created a slot"
+    );
+    let compacted: String = out
+        .split("a new base at ")
+        .nth(1)
+        .and_then(|rest| rest.split(':').next())
+        .unwrap()
+        .to_string();
+
+    // Again: nothing newer in the archive yet.
+    let again = walfill.ok(&["compact"]);
+    assert!(again.contains("as recent as the archive"), "{again}");
+
+    src.exec("UPDATE items SET a = -a WHERE id % 6 = 0");
+    src.archive_wal();
+    let walfill = two_databases(&src, &dest, &target("id, b, a", "v2"));
+    let before = src.table_reads("items");
+    walfill.ok(&["backfill", "items_v", "--path", "replay"]);
+    assert_eq!(src.table_reads("items"), before, "the replay read items");
+    assert_eq!(
+        version_field(&dest, "v2", "replay_base->'manifest'->>'boundary'"),
+        compacted,
+        "replayed from the compacted base (the first was at {first_base})"
+    );
+    assert_view_matches_in(
+        &src,
+        &dest,
+        "public.items_v",
+        "items",
+        "id, b, a",
+        None,
+        "id",
+    );
+}

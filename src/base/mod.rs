@@ -12,7 +12,7 @@
 mod read;
 mod write;
 
-pub use read::{find_bases, read_part, relation_of};
+pub use read::{find_bases, find_bases_of, read_part, relation_of};
 pub use write::BaseWriter;
 
 use object_store::path::Path;

@@ -52,6 +52,42 @@ pub async fn find_bases(archive: &Archive, database: u32, relid: u32) -> Result<
     Ok(manifests)
 }
 
+/// The usable bases of table `relid` in any database of the store, newest
+/// first (for work that knows the table but not the source's database).
+pub async fn find_bases_of(archive: &Archive, relid: u32) -> Result<Vec<Manifest>> {
+    let dir = archive.prefix().clone().join("base");
+    let listed: Vec<object_store::ObjectMeta> = archive
+        .store()
+        .list(Some(&dir))
+        .try_collect()
+        .await
+        .map_err(|e| {
+            storage(
+                format!("listing base snapshots under {}", archive.relative(&dir)),
+                e,
+            )
+        })?;
+    let mut databases: Vec<u32> = listed
+        .iter()
+        .filter(|m| m.location.filename() == Some("manifest.json"))
+        .filter_map(|m| {
+            let parts: Vec<&str> = m.location.as_ref().rsplit('/').collect();
+            // .../base/<database>/<relid>/<boundary>/manifest.json
+            (parts.get(2) == Some(&relid.to_string().as_str()))
+                .then(|| parts.get(3).and_then(|d| d.parse().ok()))
+                .flatten()
+        })
+        .collect();
+    databases.sort();
+    databases.dedup();
+    let mut all = Vec::new();
+    for database in databases {
+        all.extend(find_bases(archive, database, relid).await?);
+    }
+    all.sort_by_key(|m| std::cmp::Reverse(m.boundary));
+    Ok(all)
+}
+
 async fn get(archive: &Archive, path: &Path) -> Result<Bytes> {
     archive
         .store()

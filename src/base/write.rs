@@ -129,9 +129,10 @@ impl BaseWriter {
         self.buffered >= PART_ROWS
     }
 
-    /// Why the writer's table description is not `relation` in shape (a
-    /// base is read with it, from its restart position on), if it is not.
-    pub fn differs_from(&self, relation: &NewRelation) -> Option<String> {
+    /// Describes the base by `relation`, the table at the boundary (where
+    /// a replay from the base starts reading its files), when it has the
+    /// writer's columns and key; else says why the rows cannot be its base.
+    pub fn adopt(&mut self, relation: &NewRelation) -> Option<String> {
         let shape = |r: &NewRelation| {
             let columns: Vec<(String, u32)> = r
                 .attrs
@@ -140,14 +141,16 @@ impl BaseWriter {
                 .filter(|a| !a.dropped)
                 .map(|a| (a.name.clone(), a.type_oid))
                 .collect();
-            (r.oid, r.file, r.toast_file, columns, r.key.clone())
+            (r.oid, columns, r.key.clone())
         };
-        (shape(&self.relation) != shape(relation)).then(|| {
-            format!(
-                "{}.{} changed between the boundary and the base's description",
+        if shape(&self.relation) != shape(relation) {
+            return Some(format!(
+                "{}.{} has other columns at the boundary than the rows were kept with",
                 relation.schema, relation.name
-            )
-        })
+            ));
+        }
+        self.relation = relation.clone();
+        None
     }
 
     /// Writes a part once enough rows are buffered; fails when a row could

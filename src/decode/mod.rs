@@ -9,7 +9,7 @@
 mod format;
 mod keywords;
 mod run;
-mod start;
+pub(crate) mod start;
 
 pub use run::{change_budget, DecodeRun, Format, READ_AHEAD};
 

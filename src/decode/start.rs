@@ -24,12 +24,12 @@ use crate::error::{Error, Result};
 
 /// Where decoding for `--from` starts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) struct Start {
+pub(crate) struct Start {
     /// The running-transactions record to read from.
-    pub(super) restart: Lsn,
+    pub(crate) restart: Lsn,
     /// The first record at or after `--from` (equal to it when `--from` is
     /// the start of a record).
-    pub(super) first_record: Lsn,
+    pub(crate) first_record: Lsn,
 }
 
 /// What one scan of `[scan_from, from)` found.
@@ -67,7 +67,7 @@ impl Scanned {
 
 /// Finds where to read from so that decoding from `from` prints what a slot
 /// consistent at `from` prints. Runs on a blocking thread.
-pub(super) fn find(
+pub(crate) fn find(
     archive: &Archive,
     runtime: &tokio::runtime::Handle,
     from: Lsn,

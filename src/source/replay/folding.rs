@@ -122,7 +122,7 @@ impl FoldThread {
             ..
         } = self;
         let mut leaves = match (leaves, whole) {
-            (Some((writer, runtime)), Ok(relation)) => match writer.differs_from(&relation) {
+            (Some((mut writer, runtime)), Ok(relation)) => match writer.adopt(&relation) {
                 None => Some((writer, runtime)),
                 Some(why) => no_base(&why),
             },

@@ -1,0 +1,246 @@
+//! `walfill compact`: a table's newest base snapshot rolled forward with
+//! the archived WAL since, written as a new base, from the archive alone.
+//!
+//! Like Neon's pageserver, which folds delta layers into new image layers
+//! so that reading a page never needs the whole history, compaction keeps
+//! what a replay must decode bounded: the next replay of the table starts
+//! from the new base, not from the old one or the table's creation.
+//!
+//! The new base's boundary is a record at the start of the newest complete
+//! archived segment, and its restart point the latest running-transactions
+//! record from which every transaction in progress at that boundary is
+//! seen whole (as a slot created there would have). The old base's rows and
+//! the WAL from its restart point to the new boundary are folded as a
+//! replay folds them, and the merged rows written as the new base, its
+//! manifest last: a compaction killed at any point leaves the old base
+//! usable, and a rerun writes the new one again. Nothing is read from the
+//! source table and no slot is created; the source is asked only who it is
+//! (its system identifier and timeline, so that foreign WAL is refused).
+
+use tokio_util::sync::CancellationToken;
+use walfill_core::Lsn;
+use walfill_replay::archive::Archive;
+
+use crate::apply::HistorySource;
+use crate::base::{find_bases_of, BaseWriter, Manifest};
+use crate::config::Config;
+use crate::db::{self, Role};
+use crate::error::{Error, Result};
+use crate::plan::Plan;
+use crate::planner::source_identity;
+use crate::source::replay::{FoldSpace, ReplayRange, ReplaySource};
+use crate::state::{self, VersionState};
+
+/// What one table's compaction did.
+#[derive(Debug)]
+pub struct Compacted {
+    /// `schema.table`.
+    pub table: String,
+    /// The new base's boundary, when one was written.
+    pub boundary: Option<Lsn>,
+    /// Its rows.
+    pub rows: u64,
+    /// What happened, for the operator.
+    pub note: String,
+}
+
+/// Compacts the bases of the tables the named targets read (every
+/// configured target's when none is named).
+pub async fn compact(
+    config: &Config,
+    names: &[String],
+    cancel: &CancellationToken,
+) -> Result<Vec<Compacted>> {
+    let url = config.archive.as_deref().ok_or_else(|| {
+        Error::Request("compaction reads the archive: configure [archive] url".into())
+    })?;
+    let archive = config.open_archive(url)?;
+    let bases = config
+        .open_bases()
+        .ok_or_else(|| Error::Request("no store of base snapshots is configured".into()))??;
+    bases.check_writable().await?;
+    let dest = db::connect(&config.destination, Role::Destination).await?;
+    state::require(&dest).await?;
+    let targets = config.select_targets(names)?;
+    let versions = VersionState::list(&dest).await?;
+    let mut done: Vec<u32> = Vec::new();
+    let mut out = Vec::new();
+    for target in targets {
+        // A built version of the target knows the table (its OID) and the
+        // columns a base of it holds.
+        let Some(version) = versions
+            .iter()
+            .rev()
+            .find(|v| v.target == target.name && v.phase.is_live() && v.source_relid.is_some())
+        else {
+            out.push(Compacted {
+                table: format!("{}", target.source),
+                boundary: None,
+                rows: 0,
+                note: format!(
+                    "target {} has no built version yet, so nothing says which table it reads",
+                    target.name
+                ),
+            });
+            continue;
+        };
+        let relid = version.source_relid.unwrap_or_default();
+        if done.contains(&relid) {
+            continue;
+        }
+        done.push(relid);
+        let plan = version.plan(&dest).await?;
+        out.push(compact_table(config, &archive, &bases, &plan, cancel).await?);
+    }
+    Ok(out)
+}
+
+async fn compact_table(
+    config: &Config,
+    archive: &Archive,
+    bases: &Archive,
+    plan: &Plan,
+    cancel: &CancellationToken,
+) -> Result<Compacted> {
+    let table = plan.source.to_string();
+    let nothing = |note: String| Compacted {
+        table: table.clone(),
+        boundary: None,
+        rows: 0,
+        note,
+    };
+    let Some(old) = find_bases_of(bases, plan.source.oid)
+        .await?
+        .into_iter()
+        .next()
+    else {
+        return Ok(nothing(
+            "no base snapshot to start from: a snapshot backfill or a replay of the table \
+             leaves one"
+                .into(),
+        ));
+    };
+    let columns: Vec<String> = plan
+        .source
+        .replicated_columns()
+        .map(|c| c.name.clone())
+        .collect();
+    if columns != old.columns {
+        return Ok(nothing(format!(
+            "its newest base (at {}) holds columns {:?}, and the table now has {:?}: a \
+             snapshot backfill or a replay of the table leaves a base of its new shape",
+            old.boundary, old.columns, columns
+        )));
+    }
+    let (boundary, restart) = match new_boundary(archive).await? {
+        Some(found) => found,
+        None => return Ok(nothing("the archive holds no complete segment".into())),
+    };
+    if boundary <= old.boundary {
+        return Ok(nothing(format!(
+            "its newest base (at {}) is as recent as the archive's newest complete segment",
+            old.boundary
+        )));
+    }
+    let identity = source_identity(config).await?;
+    tracing::info!(
+        table = %table,
+        from = %old.boundary,
+        to = %boundary,
+        restart = %restart,
+        wal_mib = (boundary.0.saturating_sub(old.restart_lsn.0)) >> 20,
+        "compacting: the base's rows and the archived WAL since, folded into a new base"
+    );
+    let writer = BaseWriter::new(
+        bases.clone(),
+        old.database,
+        old.relation.clone(),
+        old.columns.clone(),
+        boundary,
+        restart,
+        0,
+    );
+    let range = ReplayRange {
+        database: old.database,
+        restart: old.restart_lsn,
+        emit_from: old.from_lsn,
+        boundary,
+        known: Some(old.relation.clone()),
+        base: Some(Box::new(old.clone())),
+        bases: Some(bases.clone()),
+        loaded: None,
+        from_creation: false,
+        identity,
+    };
+    let space = FoldSpace {
+        memory: config.backfill.replay_memory_bytes,
+        spill_dir: config.backfill.spill_dir.clone(),
+        batch_rows: config.backfill.chunk_rows as usize,
+    };
+    let mut source = ReplaySource::start(
+        archive,
+        range,
+        plan,
+        space,
+        format!("compact {table}"),
+        cancel.clone(),
+        Some(writer),
+    )
+    .await?;
+    // The merged rows go to the base on the fold thread; nothing is stored.
+    let mut rows = 0u64;
+    while let Some(batch) = source.next().await? {
+        if let crate::apply::Writes::Merged(merged) = &batch.writes {
+            rows += merged.len() as u64;
+        }
+    }
+    let outcome = source.finish().await?;
+    if !outcome.reached_boundary {
+        return Err(Error::History(format!(
+            "the archived WAL ends at {}, before the compaction's boundary {boundary}",
+            outcome.end
+        )));
+    }
+    let written = find_bases_of(bases, plan.source.oid)
+        .await?
+        .into_iter()
+        .any(|m: Manifest| m.boundary == boundary);
+    Ok(Compacted {
+        table,
+        boundary: written.then_some(boundary),
+        rows,
+        note: if written {
+            format!(
+                "a new base at {boundary}: the base at {} and {} MiB of WAL folded",
+                old.boundary,
+                boundary.0.saturating_sub(old.restart_lsn.0) >> 20
+            )
+        } else {
+            "no new base: see the log for why".into()
+        },
+    })
+}
+
+/// The new base's boundary (the first record of the newest complete
+/// segment) and its restart point, found in the archive.
+async fn new_boundary(archive: &Archive) -> Result<Option<(Lsn, Lsn)>> {
+    let list = archive.segments(None).await?;
+    let size = u64::from(list.segment_size);
+    let Some(newest) = list
+        .segments
+        .iter()
+        .filter(|s| !s.partial)
+        .map(|s| s.name.segno)
+        .max()
+    else {
+        return Ok(None);
+    };
+    let anchor = newest.start_lsn(size);
+    let archive = archive.clone();
+    let runtime = tokio::runtime::Handle::current();
+    let start =
+        tokio::task::spawn_blocking(move || crate::decode::start::find(&archive, &runtime, anchor))
+            .await
+            .map_err(|e| Error::Internal(format!("the scanning thread failed: {e}")))??;
+    Ok(Some((start.first_record, start.restart)))
+}
