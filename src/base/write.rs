@@ -37,6 +37,8 @@ pub struct BaseWriter {
     first_row: u64,
     /// Why a copied row could not be kept, once one could not.
     failed: Option<String>,
+    /// Bases of the table kept once this one is written (`None`: all).
+    keep: Option<u32>,
 }
 
 impl BaseWriter {
@@ -71,7 +73,15 @@ impl BaseWriter {
             buffered: 0,
             first_row: rows_before,
             failed: None,
+            keep: None,
         }
+    }
+
+    /// Once written, only the newest `keep` bases of the table stay (older
+    /// ones, and parts of bases that were never finished, are removed).
+    pub fn keeping(mut self, keep: u32) -> BaseWriter {
+        self.keep = Some(keep.max(1));
+        self
     }
 
     /// Takes each copied row, a line of COPY text as the source sent it
@@ -288,8 +298,56 @@ impl BaseWriter {
             rows = manifest.rows,
             "base snapshot written"
         );
+        if let Some(keep) = self.keep {
+            if let Err(e) = retire_older(&self.archive, self.database, manifest.relid, keep).await {
+                tracing::warn!(error = %e.describe(), "could not remove older base snapshots");
+            }
+        }
         Ok(manifest)
     }
+}
+
+/// Removes the bases of a table but its newest `keep`, and what unfinished
+/// bases older than the oldest kept one left: each manifest first (the
+/// base is then unusable), then its parts.
+async fn retire_older(archive: &Archive, database: u32, relid: u32, keep: u32) -> Result<()> {
+    use futures_util::TryStreamExt;
+    let bases = super::find_bases(archive, database, relid).await?;
+    let Some(oldest_kept) = bases.get(keep as usize - 1).map(|m| m.boundary) else {
+        return Ok(());
+    };
+    let dir = super::table_dir(archive.prefix(), database, relid);
+    let listed: Vec<object_store::ObjectMeta> = archive
+        .store()
+        .list(Some(&dir))
+        .try_collect()
+        .await
+        .map_err(|e| Error::Internal(format!("listing base snapshots: {e}")))?;
+    let boundary_of = |location: &object_store::path::Path| {
+        let text = location.as_ref();
+        let parent = text.rsplit('/').nth(1)?;
+        u64::from_str_radix(parent, 16).ok().map(Lsn)
+    };
+    let mut old: Vec<object_store::path::Path> = listed
+        .into_iter()
+        .map(|m| m.location)
+        .filter(|l| boundary_of(l).is_some_and(|b| b < oldest_kept))
+        .collect();
+    // Manifests first: a base without one is never used.
+    old.sort_by_key(|l| l.filename() != Some("manifest.json"));
+    let removed = old
+        .iter()
+        .filter(|l| l.filename() == Some("manifest.json"))
+        .count();
+    for location in &old {
+        archive.store().delete(location).await.map_err(|e| {
+            Error::Internal(format!("removing {}: {e}", archive.relative(location)))
+        })?;
+    }
+    if removed > 0 {
+        tracing::info!(removed, keep, "removed older base snapshots of the table");
+    }
+    Ok(())
 }
 
 /// The LSN in a part's name: `part-<lsn hex>-<first row>.parquet`.

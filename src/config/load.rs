@@ -8,9 +8,9 @@ use walfill_replay::archive::Layout;
 
 use super::raw::{ArchiverRaw, RawConfig, RawServe, RawTarget};
 use super::{
-    ArchiveSettings, ArchiverSetting, BackfillSettings, Config, CopyFormatSetting, Grant, PgUrl,
-    QualifiedName, Schedule, ServeSettings, SnapshotMode, Target, ThrottleSettings, TlsFiles,
-    Token, TransformOn,
+    ArchiveSettings, ArchiverSetting, BackfillSettings, CompactSettings, Config, CopyFormatSetting,
+    Grant, PgUrl, QualifiedName, Schedule, ServeSettings, SnapshotMode, Target, ThrottleSettings,
+    TlsFiles, Token, TransformOn,
 };
 
 /// PostgreSQL's identifier limit (NAMEDATALEN - 1).
@@ -98,6 +98,17 @@ pub(crate) fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
             Some(layout) => Layout::parse_setting(layout.get_ref())
                 .map_err(|m| v.invalid(Some(layout.span()), &format!("archive.layout: {m}")))?,
             None => None,
+        },
+        keep_bases: match raw.archive.as_ref().and_then(|a| a.keep_bases) {
+            Some(0) => {
+                return Err(v.invalid(
+                    None,
+                    "archive.keep_bases = 0 would remove every base as it is written: keep at \
+                     least 1 (2, the default, leaves the one a running replay may read)",
+                ))
+            }
+            Some(n) => n,
+            None => 2,
         },
         bases_url: match raw.archive.as_ref().and_then(|a| a.bases_url.as_ref()) {
             Some(bases) => {
@@ -266,6 +277,14 @@ pub(crate) fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
             max_replication_lag_mb: raw.throttle.max_replication_lag_mb,
             max_apply_lag_mb: raw.throttle.max_apply_lag_mb,
             max_retained_percent: raw.throttle.max_retained_percent,
+        },
+        compact: CompactSettings {
+            after_wal_mb: match raw.compact.after_wal_mb {
+                Some(0) => None,
+                Some(mb) => Some(mb),
+                None => Some(4096),
+            },
+            check_seconds: raw.compact.check_seconds.unwrap_or(60).max(1),
         },
         targets,
     })

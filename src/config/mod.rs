@@ -39,6 +39,8 @@ pub struct Config {
     pub serve: ServeSettings,
     /// When backfills wait for the source and destination to ease (`[throttle]`).
     pub throttle: ThrottleSettings,
+    /// When `walfill serve` compacts base snapshots (`[compact]`).
+    pub compact: CompactSettings,
     /// The derived tables, in file order.
     pub targets: Vec<Target>,
 }
@@ -111,6 +113,16 @@ impl Config {
     }
 }
 
+/// When `walfill serve` compacts a table's base snapshot on its own.
+#[derive(Clone, Debug)]
+pub struct CompactSettings {
+    /// Compact once the archived WAL since a table's newest base passes
+    /// this many MiB (`None`: never on its own).
+    pub after_wal_mb: Option<u64>,
+    /// How often the leading service looks.
+    pub check_seconds: u64,
+}
+
 /// How backfills use the archive.
 #[derive(Clone, Debug)]
 pub struct ArchiveSettings {
@@ -127,6 +139,9 @@ pub struct ArchiveSettings {
     /// folders walfill never writes into. `None`: in the archive itself,
     /// when it has walfill's own layout.
     pub bases_url: Option<String>,
+    /// Bases kept per table (the newest); older ones are removed once a
+    /// new one is written.
+    pub keep_bases: u32,
 }
 
 /// Knobs of backfill and sync jobs (`[backfill]` in the file).

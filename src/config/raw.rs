@@ -16,6 +16,8 @@ pub(super) struct RawConfig {
     pub(super) serve: RawServe,
     #[serde(default)]
     pub(super) throttle: RawThrottle,
+    #[serde(default)]
+    pub(super) compact: RawCompact,
     #[serde(default, rename = "target")]
     pub(super) targets: Vec<RawTarget>,
 }
@@ -36,6 +38,7 @@ pub(super) struct RawArchive {
     pub(super) wait_seconds: Option<u64>,
     pub(super) layout: Option<Spanned<String>>,
     pub(super) bases_url: Option<Spanned<String>>,
+    pub(super) keep_bases: Option<u32>,
 }
 
 /// `[backfill]`.
@@ -79,6 +82,14 @@ impl Megabytes {
         };
         (mib.is_finite() && mib > 0.0).then_some((mib * 1048576.0) as usize)
     }
+}
+
+/// `[compact]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawCompact {
+    pub(super) after_wal_mb: Option<u64>,
+    pub(super) check_seconds: Option<u64>,
 }
 
 /// `[throttle]`.

@@ -50,7 +50,8 @@ pub(super) async fn writer(
             return None;
         }
     }
-    match prepare(archive, source, plan, slot, boundary).await {
+    let keep = config.archive_settings.keep_bases;
+    match prepare((archive, keep), source, plan, slot, boundary).await {
         Ok(writer) => Some(writer),
         Err(e) => {
             tracing::warn!(error = %e.describe(), "not writing a base snapshot");
@@ -60,7 +61,7 @@ pub(super) async fn writer(
 }
 
 async fn prepare(
-    archive: Archive,
+    (archive, keep): (Archive, u32),
     source: &Client,
     plan: &Plan,
     slot: &str,
@@ -96,5 +97,6 @@ async fn prepare(
         boundary,
         restart,
         0,
-    ))
+    )
+    .keeping(keep))
 }

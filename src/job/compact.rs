@@ -54,6 +54,13 @@ pub async fn compact(
     let url = config.archive.as_deref().ok_or_else(|| {
         Error::Request("compaction reads the archive: configure [archive] url".into())
     })?;
+    if !config.archive_settings.base_snapshots {
+        return Err(Error::Request(
+            "[archive] base_snapshots = false: walfill keeps no base snapshots, so there is \
+             nothing to compact"
+                .into(),
+        ));
+    }
     let archive = config.open_archive(url)?;
     let bases = config
         .open_bases()
@@ -159,7 +166,8 @@ async fn compact_table(
         boundary,
         restart,
         0,
-    );
+    )
+    .keeping(config.archive_settings.keep_bases);
     let range = ReplayRange {
         database: old.database,
         restart: old.restart_lsn,
@@ -243,4 +251,53 @@ async fn new_boundary(archive: &Archive) -> Result<Option<(Lsn, Lsn)>> {
             .await
             .map_err(|e| Error::Internal(format!("the scanning thread failed: {e}")))??;
     Ok(Some((start.first_record, start.restart)))
+}
+
+/// The targets whose table's newest base is followed by more than
+/// `after_mib` MiB of archived WAL (those worth compacting now), each with
+/// that amount. Tables without a base are left out: nothing to start from.
+pub async fn due(config: &Config, after_mib: u64) -> Result<Vec<(String, u64)>> {
+    let Some(url) = config.archive.as_deref() else {
+        return Ok(Vec::new());
+    };
+    let Some(bases) = config.open_bases() else {
+        return Ok(Vec::new());
+    };
+    let (archive, bases) = (config.open_archive(url)?, bases?);
+    let list = archive.segments(None).await?;
+    let size = u64::from(list.segment_size);
+    let Some(end) = list
+        .segments
+        .iter()
+        .filter(|s| !s.partial)
+        .map(|s| s.name.segno.start_lsn(size).0 + size)
+        .max()
+    else {
+        return Ok(Vec::new());
+    };
+    let dest = db::connect(&config.destination, Role::Destination).await?;
+    let versions = VersionState::list(&dest).await?;
+    let mut seen = Vec::new();
+    let mut out = Vec::new();
+    for target in &config.targets {
+        let Some(relid) = versions
+            .iter()
+            .rev()
+            .find(|v| v.target == target.name && v.phase.is_live())
+            .and_then(|v| v.source_relid)
+        else {
+            continue;
+        };
+        if seen.contains(&relid) {
+            continue;
+        }
+        seen.push(relid);
+        if let Some(newest) = find_bases_of(&bases, relid).await?.into_iter().next() {
+            let since = end.saturating_sub(newest.restart_lsn.0) >> 20;
+            if since > after_mib {
+                out.push((target.name.clone(), since));
+            }
+        }
+    }
+    Ok(out)
 }

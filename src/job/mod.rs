@@ -23,7 +23,7 @@ mod writers;
 
 pub use archive_wait::{can_switch_wal, explain_slow_archive, wait_for_archive};
 pub use backfill::{backfill, backfill_target, defines_same, verifies, BackfillOptions};
-pub use compact::{compact, Compacted};
+pub use compact::{compact, due as compaction_due, Compacted};
 pub(crate) use follow::{catch_up, Follower};
 pub use refresh::{refresh, Refreshed};
 pub use source::{

@@ -18,6 +18,7 @@
 //! stops at the next safe point (jobs resume on the next start); SIGHUP
 //! reloads the configuration.
 
+mod compactor;
 mod cutover;
 mod history;
 mod http;
@@ -191,6 +192,7 @@ pub async fn serve(
     background.spawn(listen::run(shared.clone(), cancel.clone()));
     background.spawn(supervise::sync(shared.clone(), cancel.clone()));
     background.spawn(supervise::archiver(shared.clone(), cancel.clone()));
+    background.spawn(compactor::run(shared.clone(), cancel.clone()));
     if let Some(addr) = listen {
         let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| {
             Error::Request(format!(
