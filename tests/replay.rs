@@ -1007,3 +1007,88 @@ fn serve_compacts_a_base_once_the_wal_since_passes_the_limit() {
         "id",
     );
 }
+
+/// A compaction killed (as by `kill -9`) when it starts, after writing a
+/// part, and before its manifest leaves the old base usable: the table
+/// replays from it meanwhile, and the rerun writes the new base, from
+/// which the next version replays exactly.
+#[test]
+fn a_killed_compaction_leaves_the_old_base_and_a_rerun_finishes() {
+    let src = TestDb::new("rp_compact_kill_src");
+    let dest = TestDb::new("rp_compact_kill_dest");
+    let archive = archive_section(&archive_url());
+    two_databases(&src, &dest, &archive).ok(&["setup"]);
+    src.exec(
+        "CREATE TABLE items (id int PRIMARY KEY, a int, b text);
+         INSERT INTO items SELECT g, g, 'b' || g FROM generate_series(1, 3000) g;",
+    );
+    let target = |select: &str, version: &str| {
+        format!(
+            "{archive}\n[[target]]\nname = \"items_v\"\nsource = \"public.items\"\n\
+             select = \"{select}\"\nversion = \"{version}\"\n"
+        )
+    };
+    let walfill = two_databases(&src, &dest, &target("id, a", "v1"));
+    walfill.ok(&["setup"]);
+    walfill.ok(&["backfill", "items_v", "--path", "snapshot"]);
+    let first = version_field(&dest, "v1", "boundary_lsn::text");
+    let writer = std::thread::spawn({
+        let url = src.url();
+        move || {
+            let mut client = crate::support::cluster::connect(&url);
+            for i in 0..40 {
+                client
+                    .batch_execute(&format!(
+                        "UPDATE items SET a = a + 1, b = 'w{i}' WHERE id % 40 = {i};
+                         DELETE FROM items WHERE id = {};
+                         INSERT INTO items VALUES ({}, {i}, 'new');",
+                        i * 7 + 1,
+                        5000 + i
+                    ))
+                    .unwrap();
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+    });
+    for point in ["compact.start", "base.part_written", "base.before_manifest"] {
+        // The newest complete segment begins after the base.
+        src.archive_wal();
+        src.exec("UPDATE items SET a = a WHERE id = 2");
+        src.archive_wal();
+        let out = walfill.run_env(&["compact"], &[("WALFILL_FAILPOINTS", point)]);
+        let log = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success(),
+            "{point}: not killed\n{log}{}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+        assert!(log.contains(&format!("failpoint {point} reached")), "{log}");
+        // The old base is still the newest usable one.
+        let plan = two_databases(&src, &dest, &target("id, b", "probe")).ok(&["plan", "items_v"]);
+        assert!(
+            plan.contains(&format!("consistent at {first}")),
+            "{point}: {plan}"
+        );
+    }
+    writer.join().unwrap();
+    src.archive_wal();
+    let out = walfill.ok(&["compact"]);
+    assert!(out.contains("a new base at"), "{out}");
+    src.exec("UPDATE items SET b = 'after' WHERE id % 11 = 0");
+    src.archive_wal();
+    let walfill = two_databases(&src, &dest, &target("id, b, a", "v2"));
+    walfill.ok(&["backfill", "items_v", "--path", "replay"]);
+    assert_ne!(
+        version_field(&dest, "v2", "replay_base->'manifest'->>'boundary'"),
+        first
+    );
+    assert_view_matches_in(
+        &src,
+        &dest,
+        "public.items_v",
+        "items",
+        "id, b, a",
+        None,
+        "id",
+    );
+}

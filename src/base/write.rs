@@ -220,6 +220,7 @@ impl BaseWriter {
             })?;
         self.first_row += self.buffered as u64;
         self.buffered = 0;
+        crate::failpoint::hit("base.part_written");
         Ok(())
     }
 
@@ -280,6 +281,7 @@ impl BaseWriter {
         };
         let text = serde_json::to_vec_pretty(&manifest)
             .map_err(|e| Error::Internal(format!("writing the base manifest: {e}")))?;
+        crate::failpoint::hit("base.before_manifest");
         let path = dir.clone().join("manifest.json");
         self.archive
             .store()

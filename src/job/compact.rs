@@ -150,6 +150,7 @@ async fn compact_table(
         )));
     }
     let identity = source_identity(config).await?;
+    crate::failpoint::hit("compact.start");
     tracing::info!(
         table = %table,
         from = %old.boundary,
