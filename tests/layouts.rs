@@ -506,21 +506,7 @@ fn a_table_older_than_a_flat_archive_replays_from_a_base_in_bases_url() {
     let restart = dest
         .value("SELECT restart_lsn::text FROM walfill.versions WHERE version = 'v1'")
         .unwrap_or_default();
-    let manifests: Vec<String> = {
-        let mut found = Vec::new();
-        let mut stack = vec![bases.clone()];
-        while let Some(dir) = stack.pop() {
-            for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
-                let path = entry.path();
-                if path.is_dir() {
-                    stack.push(path);
-                } else if path.ends_with("manifest.json") {
-                    found.push(std::fs::read_to_string(&path).unwrap());
-                }
-            }
-        }
-        found
-    };
+    let manifests = base_manifests(&bases);
     assert_eq!(manifests.len(), 1, "one base in bases_url");
     let manifest: serde_json::Value = serde_json::from_str(&manifests[0]).unwrap();
     let base_restart = manifest["restart_lsn"].as_str().unwrap().to_string();
@@ -559,7 +545,6 @@ fn a_table_older_than_a_flat_archive_replays_from_a_base_in_bases_url() {
     let before = src.table_reads("orders");
     walfill.ok(&["backfill", "orders_summary", "--path", "replay"]);
     assert_eq!(src.table_reads("orders"), before, "the replay read orders");
-    mirror.finish();
     assert_eq!(
         dest.value(
             "SELECT path || ' ' || (replay_base->>'kind') FROM walfill.versions WHERE version = 'v2'"
@@ -584,5 +569,64 @@ fn a_table_older_than_a_flat_archive_replays_from_a_base_in_bases_url() {
             .all(|f| f.len() >= 24 && f[..24].chars().all(|c| c.is_ascii_hexdigit())),
         "{files:?}"
     );
+
+    // Retention outruns every base (the replay's own included): the plan
+    // says the newest can no longer be replayed from, and takes a snapshot.
+    src.exec("UPDATE orders SET note = 'after' WHERE id % 17 = 0");
+    src.archive_wal();
+    src.archive_wal();
+    mirror.finish();
+    let restarts: Vec<String> = base_manifests(&bases)
+        .iter()
+        .map(|m| {
+            let m: serde_json::Value = serde_json::from_str(m).unwrap();
+            m["restart_lsn"].as_str().unwrap().to_string()
+        })
+        .collect();
+    assert_eq!(restarts.len(), 2, "the copy's base and the replay's");
+    let drop_through = src
+        .value(&format!(
+            "SELECT pg_walfile_name(max(r::pg_lsn)) FROM unnest(ARRAY['{}']) r",
+            restarts.join("','")
+        ))
+        .unwrap();
+    let mut later = Vec::new();
+    for file in archive.files() {
+        let name = file.split('.').next().unwrap_or_default();
+        if name.len() == 24 && name <= drop_through.as_str() {
+            std::fs::remove_file(archive.dir.join(&file)).unwrap();
+        } else {
+            later.push(file);
+        }
+    }
+    assert!(!later.is_empty(), "no segment after {drop_through}");
+    let walfill = two_databases(&src, &dest, &format!("{section}\n{}", orders_target("v3")));
+    let plan = walfill.ok(&["plan", "orders_summary"]);
+    assert!(
+        plan.contains(": snapshot") && plan.contains("it can no longer be replayed from"),
+        "{plan}"
+    );
+    let status = walfill.ok(&["status"]);
+    assert!(
+        status.contains("it can no longer be replayed from"),
+        "{status}"
+    );
     let _ = std::fs::remove_dir_all(&bases);
+}
+
+/// The manifests of the bases under folder `bases`.
+fn base_manifests(bases: &std::path::Path) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut stack = vec![bases.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).into_iter().flatten().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                stack.push(path);
+            } else if path.ends_with("manifest.json") {
+                found.push(std::fs::read_to_string(&path).unwrap());
+            }
+        }
+    }
+    found
 }

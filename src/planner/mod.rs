@@ -118,6 +118,10 @@ pub struct Decision {
     /// evaluate otherwise, each with why.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub earlier_meaning: Vec<String>,
+    /// What the operator should do before replays of the table get dearer
+    /// or impossible (a base the archive's retention is about to outrun).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 impl Decision {
@@ -133,6 +137,7 @@ impl Decision {
             archive: None,
             wait_may_help: false,
             earlier_meaning: Vec::new(),
+            warnings: Vec::new(),
         }
     }
 
@@ -158,12 +163,75 @@ pub async fn decide(config: &Config, source: &Client, plan: &Plan) -> Result<Dec
         }
         other => other,
     }?;
+    let warnings = match base_warnings(config, plan.source.oid, &plan.def.target).await {
+        Ok(warnings) => warnings,
+        Err(e) => vec![format!(
+            "the base snapshots could not be looked at: {}",
+            e.describe()
+        )],
+    };
     Ok(Decision {
         estimated_from_size: plan.source.estimated_from_size
             && decision.estimated_rows == plan.source.estimated_rows.max(0),
         archive: ArchiveFound::find(config).await,
+        warnings,
         ..decision
     })
+}
+
+/// Warnings about table `relid`'s newest base snapshot against the
+/// archive's retention: a base whose restart point the archive no longer
+/// holds (unusable for replay), or one that needs segments among the
+/// archive's oldest 10% (compact it before they expire).
+pub async fn base_warnings(config: &Config, relid: u32, target: &str) -> Result<Vec<String>> {
+    let (Some(url), Some(bases)) = (config.archive.as_deref(), config.open_bases()) else {
+        return Ok(Vec::new());
+    };
+    let bases = crate::base::find_bases_of(&bases?, relid).await?;
+    let Some(newest) = bases.first() else {
+        return Ok(Vec::new());
+    };
+    let list = match config.open_archive(url)?.segments(None).await {
+        Ok(list) => list,
+        Err(ArchiveError::NoSegments { .. }) => return Ok(Vec::new()),
+        Err(e) => return Err(e.into()),
+    };
+    let size = u64::from(list.segment_size);
+    let mut segnos: Vec<_> = list.segments.iter().map(|s| s.name.segno).collect();
+    segnos.sort();
+    segnos.dedup();
+    let Some(&last) = segnos.last() else {
+        return Ok(Vec::new());
+    };
+    let mut first = segnos.len() - 1;
+    while first > 0 && segnos[first - 1].next() == segnos[first] {
+        first -= 1;
+    }
+    let covered_from = segnos[first].start_lsn(size);
+    let end = last.start_lsn(size).0 + size;
+    let usable = bases.iter().find(|b| b.restart_lsn >= covered_from);
+    let mut out = Vec::new();
+    match usable {
+        None => out.push(format!(
+            "the newest base snapshot of {}.{} (at {}) needs WAL from {}, older than the \
+             archive's oldest segment (its retention expired it): it can no longer be replayed \
+             from; a snapshot backfill of target {target} leaves a new one",
+            newest.relation.schema, newest.relation.name, newest.boundary, newest.restart_lsn
+        )),
+        Some(base) => {
+            let span = end.saturating_sub(covered_from.0);
+            let into = base.restart_lsn.0.saturating_sub(covered_from.0);
+            if span > 0 && into * 10 < span {
+                out.push(format!(
+                    "the newest usable base snapshot of {}.{} (at {}) needs segments among the \
+                     archive's oldest 10%: compact it (`walfill compact {target}`) before the \
+                     archive's retention expires them",
+                    base.relation.schema, base.relation.name, base.boundary
+                ));
+            }
+        }
+    }
+    Ok(out)
 }
 
 async fn decide_replay(config: &Config, source: &Client, plan: &Plan) -> Result<Decision> {
@@ -441,6 +509,7 @@ async fn decide_replay(config: &Config, source: &Client, plan: &Plan) -> Result<
         archive: None,
         wait_may_help: false,
         earlier_meaning: Vec::new(),
+        warnings: Vec::new(),
     })
 }
 
@@ -544,6 +613,9 @@ pub fn print(target: &str, decision: &Decision, json: bool) -> Result<()> {
     crate::say!("  why: {}", decision.reason)?;
     for flagged in &decision.earlier_meaning {
         crate::say!("  {flagged}")?;
+    }
+    for warning in &decision.warnings {
+        crate::say!("  warning: {warning}")?;
     }
     if let Some(archive) = &decision.archive {
         crate::say!("  archive: {}", archive.describe())?;

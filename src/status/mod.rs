@@ -154,8 +154,13 @@ pub async fn report(config: &Config) -> Result<Report> {
     let mut legacy = Vec::new();
     // Every version ever made (retired ones included), by target.
     let mut made: Vec<(String, String, bool)> = Vec::new();
+    // The source table of each target with a built version.
+    let mut made_relids: Vec<(String, u32)> = Vec::new();
     for v in VersionState::list(&dest).await? {
         made.push((v.target.clone(), v.version.clone(), v.phase.is_live()));
+        if let Some(relid) = v.source_relid.filter(|_| v.phase.is_live()) {
+            made_relids.push((v.target.clone(), relid));
+        }
         if v.phase.is_live() && v.meaning < crate::plan::MEANING {
             if let Some(desc) = &v.source_desc {
                 let read =
@@ -188,7 +193,7 @@ pub async fn report(config: &Config) -> Result<Report> {
             versions.push(unbuilt(&target.name, &target.version));
         }
     }
-    let (slots, warnings, near) = match db::connect(&config.source, Role::Source).await {
+    let (slots, mut warnings, near) = match db::connect(&config.source, Role::Source).await {
         Ok(source) => {
             for (target, version, meaning, desc, read) in &legacy {
                 let why =
@@ -218,6 +223,21 @@ pub async fn report(config: &Config) -> Result<Report> {
             (Vec::new(), Vec::new(), None)
         }
     };
+    // Bases the archive's retention is about to outrun, per table.
+    let mut looked = Vec::new();
+    for target in &config.targets {
+        let relid = made_relids
+            .iter()
+            .find(|(t, _)| *t == target.name)
+            .map(|(_, r)| *r);
+        if let Some(relid) = relid.filter(|r| !looked.contains(r)) {
+            looked.push(relid);
+            match crate::planner::base_warnings(config, relid, &target.name).await {
+                Ok(found) => warnings.extend(found),
+                Err(e) => tracing::debug!(error = %e.describe(), "cannot look at the bases"),
+            }
+        }
+    }
     let mut archive = ArchiveFound::find(config).await;
     if let Some(found) = archive.as_mut() {
         found.read_last_segment(config, near).await;
