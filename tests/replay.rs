@@ -1092,3 +1092,70 @@ fn a_killed_compaction_leaves_the_old_base_and_a_rerun_finishes() {
         "id",
     );
 }
+
+/// A base snapshot part that was damaged (truncated) never gives a wrong
+/// row: the replay from that base stops, says which part, and the backfill
+/// builds the version from a snapshot instead.
+#[test]
+fn a_damaged_base_part_makes_the_backfill_take_a_snapshot() {
+    let src = TestDb::new("rp_bad_base_src");
+    let dest = TestDb::new("rp_bad_base_dest");
+    let archive = archive_section(&archive_url());
+    two_databases(&src, &dest, &archive).ok(&["setup"]);
+    src.exec(
+        "CREATE TABLE items (id int PRIMARY KEY, a int, b text);
+         INSERT INTO items SELECT g, g, 'b' || g FROM generate_series(1, 3000) g;",
+    );
+    let target = |select: &str, version: &str| {
+        format!(
+            "{archive}\n[[target]]\nname = \"items_v\"\nsource = \"public.items\"\n\
+             select = \"{select}\"\nversion = \"{version}\"\n"
+        )
+    };
+    let walfill = two_databases(&src, &dest, &target("id, a", "v1"));
+    walfill.ok(&["setup"]);
+    walfill.ok(&["backfill", "items_v", "--path", "snapshot"]);
+    src.exec("UPDATE items SET b = 'later' WHERE id % 3 = 0");
+    src.archive_wal();
+    // Truncate the base's part.
+    let (database, relid) = (
+        src.value("SELECT oid FROM pg_database WHERE datname = current_database()")
+            .unwrap(),
+        src.value("SELECT 'items'::regclass::oid").unwrap(),
+    );
+    let dir = std::path::PathBuf::from(archive_url().trim_start_matches("file://"))
+        .join("base")
+        .join(&database)
+        .join(&relid);
+    let mut damaged = 0;
+    for base in std::fs::read_dir(&dir).unwrap().flatten() {
+        for part in std::fs::read_dir(base.path()).unwrap().flatten() {
+            let path = part.path();
+            if path.extension().is_some_and(|e| e == "parquet") {
+                let bytes = std::fs::read(&path).unwrap();
+                std::fs::write(&path, &bytes[..bytes.len() / 2]).unwrap();
+                damaged += 1;
+            }
+        }
+    }
+    assert!(damaged > 0, "no part under {}", dir.display());
+    let walfill = two_databases(&src, &dest, &target("id, b, a", "v2"));
+    let out = walfill.run(&["backfill", "items_v"]);
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{log}");
+    assert!(
+        log.contains("cannot replay; building the version from a snapshot instead")
+            && log.contains("base snapshot"),
+        "{log}"
+    );
+    assert_eq!(version_field(&dest, "v2", "path"), "snapshot");
+    assert_view_matches_in(
+        &src,
+        &dest,
+        "public.items_v",
+        "items",
+        "id, b, a",
+        None,
+        "id",
+    );
+}
