@@ -3,7 +3,13 @@
 # (snapshot) and next to a plain binary COPY pipe of the same final rows,
 # on the same private cluster, runs alternating.
 #
-#   scripts/bench-rebuild.sh [ROWS] [UPDATES] [RUNS]   (default 1000000 200000 3)
+#   scripts/bench-rebuild.sh [--from-base] [ROWS] [UPDATES] [RUNS]   (default 1000000 200000 3)
+#
+# --from-base: the table is loaded, then a base snapshot of it is taken
+# (a snapshot backfill in the exported snapshot, which leaves one in the
+# archive), then the updates and deletes are written: each replay starts
+# from that base and decodes only the WAL after it (the replays themselves
+# leave no base, so every run starts from the same one).
 #
 # KEEP=1 keeps the databases (and their slots) afterwards to look at.
 #
@@ -30,6 +36,11 @@
 . "$(dirname "$0")/bench-lib.sh"
 cd "$WALFILL_ROOT"
 
+FROM_BASE=""
+if [ "${1:-}" = "--from-base" ]; then
+  FROM_BASE=1
+  shift
+fi
 ROWS="${1:-1000000}"
 UPDATES="${2:-200000}"
 RUNS="${3:-3}"
@@ -73,6 +84,9 @@ TOML
 }
 config replay >"$DIR/replay.toml"
 config snapshot >"$DIR/snapshot.toml"
+# The version whose exported-snapshot copy leaves the base (--from-base).
+config base | sed 's/^base_snapshots = false/base_snapshots = true/' >"$DIR/base.toml"
+printf '[backfill]\nsnapshot = "exported"\n' >>"$DIR/base.toml"
 # Set up before the table exists, so the journal records its creation.
 sed '/^\[\[target\]\]/,$d' "$DIR/replay.toml" >"$DIR/journal.toml"
 WALFILL_CONFIG="$DIR/journal.toml" "$WALFILL" setup >/dev/null
@@ -89,6 +103,18 @@ SELECT format('INSERT INTO orders
          CASE WHEN g %% 7 = 0 THEN NULL ELSE ''order number '' || g END
     FROM generate_series(%s, %s) g', s, least(s + 49999, $ROWS))
   FROM generate_series(1, $ROWS, 50000) s \gexec
+SQL
+if [ -n "$FROM_BASE" ]; then
+  log "taking a base snapshot of the $ROWS rows (a snapshot backfill in the exported snapshot)"
+  WALFILL_CONFIG="$DIR/base.toml" "$WALFILL" setup >/dev/null
+  WALFILL_CONFIG="$DIR/base.toml" "$WALFILL" backfill bench --no-swap --path snapshot \
+    >"$DIR/base.out" 2>"$DIR/base.err" || die "the base-taking backfill failed (log: $DIR/base.err)"
+  grep -q "base snapshot written" "$DIR/base.err" || die "no base snapshot written (log: $DIR/base.err)"
+  # The base stays in the archive; the version and its slot go.
+  WALFILL_CONFIG="$DIR/base.toml" "$WALFILL" retire bench base >/dev/null
+  start_lsn=$(value "SELECT pg_current_wal_lsn()")
+fi
+pg_psql -d "$DB" -q <<SQL
 SELECT format('UPDATE orders SET status = ''paid'', total_cents = total_cents + 1
                 WHERE id IN (SELECT (x::bigint * 7919) %% $ROWS + 1 FROM generate_series(%s, %s) x)',
               s, least(s + 999, $UPDATES))
@@ -122,6 +148,10 @@ walfill() {
   }
   [ "$(dest "SELECT path FROM walfill.versions WHERE version = '$1'")" = "$1" ] ||
     die "version $1 was not built by $1"
+  if [ -n "$FROM_BASE" ] && [ "$1" = replay ]; then
+    [ "$(dest "SELECT replay_base->>'kind' FROM walfill.versions WHERE version = 'replay'")" = snapshot ] ||
+      die "the replay did not start from the base snapshot"
+  fi
   local fill spilled
   fill=$(dest "SELECT extract(epoch FROM copy_finished_at - copy_started_at)
                  FROM walfill.versions WHERE version = '$1'")
@@ -149,8 +179,8 @@ done
 
 col() { awk -v c="$2" '{ print $c }' "$DIR/$1" | median; }
 p=$(col pipe 1)
-printf '\n%s rows in the target (%s rows, %s updates in history: %s MiB of WAL); medians of %s runs\n' \
-  "$live" "$ROWS" "$UPDATES" "$wal_mib" "$RUNS"
+printf '\n%s rows in the target (%s rows, %s updates in history: %s MiB of WAL%s); medians of %s runs\n' \
+  "$live" "$ROWS" "$UPDATES" "$wal_mib" "${FROM_BASE:+ after the base, which the replay starts from}" "$RUNS"
 printf '%-40s %9s %7s %9s %9s %9s %9s\n' "" "seconds" "ratio" "fill s" "peak MiB" "WAL MiB" "temp MiB"
 awk -v s="$p" -v w="$(col pipe 2)" -v t="$(col pipe 3)" \
   'BEGIN { printf "%-40s %9.2f %7.2f %9s %9s %9.0f %9.1f\n", "binary COPY (transform) | COPY", s, 1, "", "", w, t }'

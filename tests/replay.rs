@@ -1159,3 +1159,114 @@ fn a_damaged_base_part_makes_the_backfill_take_a_snapshot() {
         "id",
     );
 }
+
+/// The planner weighs both paths: a small table with more WAL since its
+/// creation than a replay is worth takes a snapshot (`plan` shows both
+/// estimates and the rule), and once a compaction leaves a recent base the
+/// same table replays from it, exactly.
+#[test]
+fn the_planner_weighs_both_paths_and_a_compaction_makes_replay_cheap_again() {
+    let src = TestDb::new("rp_cost_src");
+    let dest = TestDb::new("rp_cost_dest");
+    let settings = format!(
+        "{}\n[backfill]\nreplay_max_slowdown = 2\nsnapshot = \"exported\"\n",
+        archive_section(&archive_url())
+    );
+    two_databases(&src, &dest, &settings).ok(&["setup"]);
+    src.exec(
+        "CREATE TABLE items (id int PRIMARY KEY, a int);
+         INSERT INTO items SELECT g, g FROM generate_series(1, 2000) g;
+         ANALYZE items;",
+    );
+    // Eight segments of WAL after the table's creation: past the fixed
+    // costs of decoding at the default rate, for 2000 rows a snapshot
+    // copies at once.
+    let more_wal = || {
+        for _ in 0..8 {
+            src.exec("UPDATE items SET a = a + 1 WHERE id = 1");
+            src.archive_wal();
+        }
+    };
+    more_wal();
+    let target = |version: &str| {
+        format!(
+            "{settings}\n[[target]]\nname = \"items_v\"\nsource = \"public.items\"\n\
+             select = \"id, a * 2 AS a2\"\nversion = \"{version}\"\n"
+        )
+    };
+    let walfill = two_databases(&src, &dest, &target("v1"));
+    walfill.ok(&["setup"]);
+    let plan: serde_json::Value =
+        serde_json::from_str(&walfill.ok(&["plan", "items_v", "--json"])).unwrap();
+    assert_eq!(plan["path"], "snapshot", "{plan:#}");
+    let estimates = &plan["estimates"];
+    let (replay, snapshot) = (
+        estimates["replay_seconds"].as_f64().unwrap(),
+        estimates["snapshot_seconds"].as_f64().unwrap(),
+    );
+    assert!(replay > 2.0 && replay > 2.0 * snapshot, "{plan:#}");
+    assert!(
+        plan["reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("snapshot: a replay would decode"),
+        "{plan:#}"
+    );
+    let text = walfill.ok(&["plan", "items_v"]);
+    assert!(
+        text.contains("estimates: replay") && text.contains("rule: snapshot: "),
+        "{text}"
+    );
+    // The operator who must spare the source raises the limit: a replay.
+    let spare = two_databases(
+        &src,
+        &dest,
+        &target("v1").replace("replay_max_slowdown = 2", "replay_max_slowdown = 1000"),
+    );
+    let plan: serde_json::Value =
+        serde_json::from_str(&spare.ok(&["plan", "items_v", "--json"])).unwrap();
+    assert_eq!(plan["path"], "replay", "{plan:#}");
+    // The snapshot it takes leaves a base; more WAL makes it old.
+    walfill.ok(&["backfill", "items_v"]);
+    assert_eq!(version_field(&dest, "v1", "path"), "snapshot");
+    more_wal();
+    let plan: serde_json::Value =
+        serde_json::from_str(&walfill.ok(&["plan", "items_v", "--json"])).unwrap();
+    assert_eq!(plan["path"], "snapshot", "{plan:#}");
+    // A compaction rolls the base forward: replay again, from it.
+    // (A checkpoint logs the running transactions, as the background
+    // writer does every 15 s on a busy cluster: the new base's restart
+    // point. This test writes its WAL faster than that.)
+    src.exec(
+        "UPDATE items SET a = a + 1 WHERE id % 10 = 0; DELETE FROM items WHERE id = 7;
+         CHECKPOINT;",
+    );
+    src.archive_wal();
+    // The new base's boundary: the start of the newest complete segment.
+    src.exec("UPDATE items SET a = a WHERE id = 2");
+    src.archive_wal();
+    walfill.ok(&["compact"]);
+    let walfill = two_databases(&src, &dest, &target("v2"));
+    let plan: serde_json::Value =
+        serde_json::from_str(&walfill.ok(&["plan", "items_v", "--json"])).unwrap();
+    assert_eq!(plan["path"], "replay", "{plan:#}");
+    assert!(
+        plan["estimates"]["replay_base_rows"].as_u64().unwrap() >= 1999,
+        "{plan:#}"
+    );
+    walfill.ok(&["backfill", "items_v"]);
+    assert_eq!(version_field(&dest, "v2", "path"), "replay");
+    assert_eq!(
+        version_field(&dest, "v2", "replay_base->>'kind'"),
+        "snapshot"
+    );
+    assert_view_matches_in(
+        &src,
+        &dest,
+        "public.items_v",
+        "items",
+        "id, a * 2 AS a2",
+        None,
+        "id",
+    );
+}

@@ -249,6 +249,21 @@ pub(crate) fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
             Some(p) => p,
             None => 20,
         },
+        replay_max_slowdown: match b.replay_max_slowdown {
+            Some(f) if f.is_nan() || f < 1.0 => {
+                return Err(v.invalid(
+                    None,
+                    &format!(
+                        "backfill.replay_max_slowdown = {f}: it is how many times a snapshot's \
+                         estimated time a replay may take and still be chosen, at least 1 \
+                         (the default is 2; a large value such as 1000 always replays when \
+                         the archive can)"
+                    ),
+                ))
+            }
+            Some(f) => f,
+            None => 2.0,
+        },
         verify_before_swap: b.verify_before_swap.unwrap_or(false),
     };
 

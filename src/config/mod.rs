@@ -172,6 +172,9 @@ pub struct BackfillSettings {
     /// transform before the job stops: past it, the transform is broken
     /// rather than the rows.
     pub max_dead_letter_percent: u32,
+    /// `path = auto` takes replay unless its estimated time exceeds a
+    /// snapshot's by more than this factor.
+    pub replay_max_slowdown: f64,
     /// Whether every swap a backfill makes is preceded by `walfill verify`.
     pub verify_before_swap: bool,
     /// A cap on the snapshot copy's rate, to spare the source (none by default).

@@ -55,6 +55,7 @@ pub(super) struct RawBackfill {
     pub(super) max_rows_per_second: Option<u32>,
     pub(super) allow_dead_letters: Option<bool>,
     pub(super) max_dead_letter_percent: Option<u32>,
+    pub(super) replay_max_slowdown: Option<f64>,
     pub(super) verify_before_swap: Option<bool>,
     pub(super) slot_warning_mb: Option<u64>,
     pub(super) snapshot: Option<Spanned<String>>,

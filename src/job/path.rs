@@ -29,7 +29,9 @@ pub(super) async fn choose(
             None,
         ),
         PathChoice::Auto | PathChoice::Replay => {
-            let decision = planner::decide_now(cx.config, cx.source, plan, cx.cancel).await?;
+            let rates = planner::Rates::measured(dest).await?;
+            let decision =
+                planner::decide_now(cx.config, cx.source, plan, &rates, choice, cx.cancel).await?;
             let path = match decision.path {
                 "replay" => Path::Replay,
                 _ => Path::Snapshot,

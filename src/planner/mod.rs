@@ -7,9 +7,12 @@
 //! the columns the transform reads. Otherwise the backfill takes a
 //! snapshot, and the planner says exactly why.
 
+mod cost;
 mod creation;
 mod identity;
 mod scan;
+
+pub use cost::{Estimates, Rates};
 
 use creation::creation_start;
 pub use identity::source_identity;
@@ -122,6 +125,10 @@ pub struct Decision {
     /// or impossible (a base the archive's retention is about to outrun).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<String>,
+    /// Both paths' estimated times and the rule that weighed them, when the
+    /// archive could serve a replay.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub estimates: Option<Estimates>,
 }
 
 impl Decision {
@@ -138,6 +145,7 @@ impl Decision {
             wait_may_help: false,
             earlier_meaning: Vec::new(),
             warnings: Vec::new(),
+            estimates: None,
         }
     }
 
@@ -150,8 +158,17 @@ impl Decision {
 
 /// Decides how the version of `plan` would be built now, from what the
 /// archive holds. A replay the archive cannot serve (WAL of another cluster
-/// or timeline, a gap, a loss) is a snapshot with the reason.
-pub async fn decide(config: &Config, source: &Client, plan: &Plan) -> Result<Decision> {
+/// or timeline, a gap, a loss) is a snapshot with the reason. A replay it
+/// can serve is weighed against a snapshot at `rates` ([`cost`]); with
+/// `PathChoice::Auto`, one more than `[backfill] replay_max_slowdown` times
+/// dearer is a snapshot.
+pub async fn decide(
+    config: &Config,
+    source: &Client,
+    plan: &Plan,
+    rates: &Rates,
+    choice: PathChoice,
+) -> Result<Decision> {
     let decision = match decide_replay(config, source, plan).await {
         Err(Error::History(reason)) => {
             let source_lsn = crate::job::current_wal_lsn(source).await?;
@@ -163,6 +180,7 @@ pub async fn decide(config: &Config, source: &Client, plan: &Plan) -> Result<Dec
         }
         other => other,
     }?;
+    let decision = weigh(decision, plan, rates, config, choice);
     let warnings = match base_warnings(config, plan.source.oid, &plan.def.target).await {
         Ok(warnings) => warnings,
         Err(e) => vec![format!(
@@ -177,6 +195,43 @@ pub async fn decide(config: &Config, source: &Client, plan: &Plan) -> Result<Dec
         warnings,
         ..decision
     })
+}
+
+/// Adds both paths' estimates to a replay decision; with `choice` auto, a
+/// replay dearer than the rule allows becomes a snapshot, with the rule as
+/// its reason.
+fn weigh(
+    mut decision: Decision,
+    plan: &Plan,
+    rates: &Rates,
+    config: &Config,
+    choice: PathChoice,
+) -> Decision {
+    let Some(start) = &decision.start else {
+        return decision;
+    };
+    let base_rows = match start {
+        ReplayStart::Snapshot { manifest } => manifest.rows,
+        ReplayStart::Creation { .. } => 0,
+    };
+    let estimates = Estimates::weigh(
+        decision.wal_bytes,
+        base_rows,
+        plan.source.estimated_rows.max(0) as u64,
+        rates.clone(),
+        config.backfill.replay_max_slowdown,
+    );
+    if choice == PathChoice::Auto && !estimates.replay_wins() {
+        let mut snapshot = Decision::snapshot(
+            estimates.rule.clone(),
+            plan.source.estimated_rows.max(0),
+            decision.source_lsn,
+        );
+        snapshot.estimates = Some(estimates);
+        return snapshot;
+    }
+    decision.estimates = Some(estimates);
+    decision
 }
 
 /// Warnings about table `relid`'s newest base snapshot against the
@@ -510,6 +565,7 @@ async fn decide_replay(config: &Config, source: &Client, plan: &Plan) -> Result<
         wait_may_help: false,
         earlier_meaning: Vec::new(),
         warnings: Vec::new(),
+        estimates: None,
     })
 }
 
@@ -570,9 +626,11 @@ pub async fn decide_now(
     config: &Config,
     source: &Client,
     plan: &Plan,
+    rates: &Rates,
+    choice: PathChoice,
     cancel: &CancellationToken,
 ) -> Result<Decision> {
-    let decision = decide(config, source, plan).await?;
+    let decision = decide(config, source, plan, rates, choice).await?;
     let Some(url) = &config.archive else {
         return Ok(decision);
     };
@@ -597,7 +655,7 @@ pub async fn decide_now(
         }
         other => other?,
     }
-    decide(config, source, plan).await
+    decide(config, source, plan, rates, choice).await
 }
 
 /// Prints a decision for `walfill plan`.
@@ -629,6 +687,19 @@ pub fn print(target: &str, decision: &Decision, json: bool) -> Result<()> {
             decision.wal_bytes as f64 / 1048576.0
         )?;
     }
+    if let Some(e) = &decision.estimates {
+        crate::say!(
+            "  estimates: replay {:.1} s ({:.1} MiB of WAL, {} rows from its base), snapshot \
+             {:.1} s ({} rows)",
+            e.replay_seconds,
+            e.replay_wal_bytes as f64 / 1048576.0,
+            e.replay_base_rows,
+            e.snapshot_seconds,
+            e.snapshot_rows
+        )?;
+        crate::say!("  rates: {}", e.rates.describe())?;
+        crate::say!("  rule: {}", e.rule)?;
+    }
     if decision.estimated_from_size {
         crate::say!(
             "  rows: about {} (estimated from the table's size: it was never analyzed)",
@@ -655,7 +726,8 @@ pub async fn plan(
     let table = crate::plan::describe(&source, &def).await?;
     let plan = crate::plan::build(&dest, &def, table).await?;
     crate::dependents::check(&dest, target, &plan).await?;
-    let mut decision = decide_now(config, &source, &plan, cancel).await?;
+    let rates = Rates::measured(&dest).await?;
+    let mut decision = decide_now(config, &source, &plan, &rates, PathChoice::Auto, cancel).await?;
     if crate::state::require(&dest).await.is_ok() {
         for v in crate::state::VersionState::list(&dest).await? {
             let Some(desc) = v.source_desc.as_ref().filter(|_| v.target == name) else {

@@ -42,9 +42,13 @@ impl Walfill {
         self.dir.join("walfill.toml")
     }
 
-    /// Replaces the configuration file.
+    /// Replaces the configuration file. A configuration that does not set
+    /// `[backfill] replay_max_slowdown` gets a large one: the tests' tables
+    /// are tiny against the shared test cluster's WAL, so the cost rule
+    /// would take snapshots where these tests exercise replays (the tests of
+    /// the rule itself set it).
     pub fn write_config(&self, text: &str) {
-        std::fs::write(self.dir.join("walfill.toml"), text).expect("write config");
+        std::fs::write(self.dir.join("walfill.toml"), replaying(text)).expect("write config");
     }
 
     fn command(&self, args: &[&str]) -> Command {
@@ -133,6 +137,24 @@ impl Walfill {
             Some(status) => assert!(status.success(), "walfill failed with {status}:\n{stderr}"),
             None => panic!("walfill did not finish in {timeout:?}:\n{stderr}"),
         }
+    }
+}
+
+/// `text` with `[backfill] replay_max_slowdown = 1000000` unless it sets
+/// one; malformed text is left as it is, for the tests of what walfill
+/// says about it.
+fn replaying(text: &str) -> String {
+    const LINE: &str = "replay_max_slowdown = 1000000";
+    if text.contains("replay_max_slowdown") || toml::from_str::<toml::Table>(text).is_err() {
+        return text.to_string();
+    }
+    match text.find("\n[backfill]\n") {
+        Some(at) => {
+            let after = at + "\n[backfill]\n".len();
+            format!("{}{LINE}\n{}", &text[..after], &text[after..])
+        }
+        None if text.starts_with("[backfill]\n") => format!("[backfill]\n{LINE}\n{}", &text[11..]),
+        None => format!("{text}\n[backfill]\n{LINE}\n"),
     }
 }
 
