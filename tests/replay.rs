@@ -1008,6 +1008,76 @@ fn serve_compacts_a_base_once_the_wal_since_passes_the_limit() {
     );
 }
 
+/// `[compact] schedule` compacts on its own whatever the WAL's size (the
+/// size trigger is off here): at the first due time after the service
+/// started, with a `compacted` event that says why.
+#[test]
+fn serve_compacts_on_the_compact_schedule() {
+    use crate::support::service::{wait_for, Service};
+    let src = TestDb::new("rp_compactsched_src");
+    let dest = TestDb::new("rp_compactsched_dest");
+    let settings = format!(
+        "{}\n[compact]\nafter_wal_mb = 0\nschedule = \"* * * * *\"\ncheck_seconds = 1\n\n\
+         [serve]\npoll_seconds = 1\nlease_seconds = 3\narchiver = false\n",
+        archive_section(&archive_url())
+    );
+    two_databases(&src, &dest, &settings).ok(&["setup"]);
+    src.exec(
+        "CREATE TABLE items (id int PRIMARY KEY, a int);
+         INSERT INTO items SELECT g, g FROM generate_series(1, 3000) g;",
+    );
+    let walfill = two_databases(
+        &src,
+        &dest,
+        &format!(
+            "{settings}\n[[target]]\nname = \"items_v\"\nsource = \"public.items\"\n\
+             select = \"id, a\"\nversion = \"v1\"\n"
+        ),
+    );
+    walfill.ok(&["setup"]);
+    walfill.ok(&["backfill", "items_v", "--path", "snapshot"]);
+    // A MiB of WAL after the base, and a running-transactions record
+    // (a checkpoint's) before the segment the new base begins.
+    src.exec("UPDATE items SET a = a + 1; UPDATE items SET a = a + 1; CHECKPOINT;");
+    src.archive_wal();
+    src.exec("UPDATE items SET a = a WHERE id = 1");
+    src.archive_wal();
+    let mut service = Service::start(&walfill, false, &[]);
+    // The minute the service starts in is remembered, the next one runs.
+    wait_for(
+        &dest,
+        "SELECT EXISTS (SELECT FROM walfill.events
+                         WHERE kind = 'compacted' AND detail->>'why' = 'schedule')",
+        Duration::from_secs(150),
+        "a scheduled compaction",
+        &[&service],
+    );
+    service.stop(Duration::from_secs(30));
+    let walfill = two_databases(
+        &src,
+        &dest,
+        &format!(
+            "{settings}\n[[target]]\nname = \"items_v\"\nsource = \"public.items\"\n\
+             select = \"id, a * 3 AS a3\"\nversion = \"v2\"\n"
+        ),
+    );
+    walfill.ok(&["backfill", "items_v", "--path", "replay"]);
+    assert_ne!(
+        version_field(&dest, "v2", "replay_base->'manifest'->>'boundary'"),
+        version_field(&dest, "v1", "boundary_lsn::text"),
+        "replayed from the first base, not the compacted one"
+    );
+    assert_view_matches_in(
+        &src,
+        &dest,
+        "public.items_v",
+        "items",
+        "id, a * 3 AS a3",
+        None,
+        "id",
+    );
+}
+
 /// A compaction killed (as by `kill -9`) when it starts, after writing a
 /// part, and before its manifest leaves the old base usable: the table
 /// replays from it meanwhile, and the rerun writes the new base, from

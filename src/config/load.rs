@@ -300,6 +300,10 @@ pub(crate) fn parse(path: &Path, text: &str) -> Result<Config, ConfigError> {
                 None => Some(4096),
             },
             check_seconds: raw.compact.check_seconds.unwrap_or(60).max(1),
+            schedule: match &raw.compact.schedule {
+                Some(text) => Some(v.schedule("[compact]", text)?),
+                None => None,
+            },
         },
         targets,
     })
@@ -466,7 +470,9 @@ impl Validator<'_> {
         })
     }
 
-    fn schedule(&self, name: &str, text: &Spanned<String>) -> Result<Schedule, ConfigError> {
+    /// A five-field cron schedule; `owner` names whose (`target "x"`,
+    /// `[compact]`) in the error.
+    fn schedule(&self, owner: &str, text: &Spanned<String>) -> Result<Schedule, ConfigError> {
         let written = text.get_ref().trim();
         let fields = written.split_whitespace().count();
         let parsed = if fields == 5 && !written.contains('@') {
@@ -478,7 +484,7 @@ impl Validator<'_> {
             self.invalid(
                 Some(text.span()),
                 &format!(
-                    "target {name:?}: schedule = {written:?} is not a five-field cron \
+                    "{owner}: schedule = {written:?} is not a five-field cron \
                      schedule ({why}); write minute hour day-of-month month day-of-week, \
                      such as \"0 3 * * *\" for 03:00 every day"
                 ),
@@ -507,7 +513,7 @@ impl Validator<'_> {
             ));
         }
         let schedule = match &t.schedule {
-            Some(text) => Some(self.schedule(&name, text)?),
+            Some(text) => Some(self.schedule(&format!("target {name:?}"), text)?),
             None => None,
         };
         // Versions built by a schedule or a request add a suffix.

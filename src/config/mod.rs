@@ -121,6 +121,9 @@ pub struct CompactSettings {
     pub after_wal_mb: Option<u64>,
     /// How often the leading service looks.
     pub check_seconds: u64,
+    /// Also compact every table with a base and WAL since it at these times
+    /// (read in `[serve] timezone`), whatever the WAL's size.
+    pub schedule: Option<Schedule>,
 }
 
 /// How backfills use the archive.

@@ -91,6 +91,7 @@ impl Megabytes {
 pub(super) struct RawCompact {
     pub(super) after_wal_mb: Option<u64>,
     pub(super) check_seconds: Option<u64>,
+    pub(super) schedule: Option<Spanned<String>>,
 }
 
 /// `[throttle]`.
