@@ -1324,11 +1324,41 @@ fn the_planner_weighs_both_paths_and_a_compaction_makes_replay_cheap_again() {
         plan["estimates"]["replay_base_rows"].as_u64().unwrap() >= 1999,
         "{plan:#}"
     );
+    let restart = plan["start"]["manifest"]["restart_lsn"]
+        .as_str()
+        .unwrap()
+        .to_string();
     walfill.ok(&["backfill", "items_v"]);
     assert_eq!(version_field(&dest, "v2", "path"), "replay");
     assert_eq!(
         version_field(&dest, "v2", "replay_base->>'kind'"),
         "snapshot"
+    );
+    // It read no segment older than the compacted base's restart point:
+    // the `filled` event and `status` say what it read.
+    let first = dest
+        .value(
+            "SELECT detail->>'first_segment_lsn' FROM walfill.events
+              WHERE kind = 'filled' AND version = 'v2'",
+        )
+        .expect("a filled event");
+    let newer = src
+        .value(&format!(
+            "SELECT ('{first}'::pg_lsn - '0/0') >= ('{restart}'::pg_lsn - '0/0')
+                    - (('{restart}'::pg_lsn - '0/0')
+                       % pg_size_bytes(current_setting('wal_segment_size')))"
+        ))
+        .unwrap();
+    assert_eq!(
+        newer, "true",
+        "the replay read from {first}, before the base's {restart}"
+    );
+    let segments: i64 = version_field(&dest, "v2", "segments_read").parse().unwrap();
+    assert!((1..=3).contains(&segments), "{segments} segments read");
+    let status = walfill.ok(&["status"]);
+    assert!(
+        status.contains(&format!("from {segments} segments")),
+        "{status}"
     );
     assert_view_matches_in(
         &src,

@@ -25,7 +25,7 @@ mod stream_desc;
 
 pub use batch::{Batch, ChunkSnapshot, Cursor, HistorySource, Writes};
 pub use dead::is_data_error;
-pub use external::{ExternalFold, Merged, Spilled};
+pub use external::{ExternalFold, Merged, Spilled, WalRead};
 pub use fold::{ColumnMap, Entry, Era, Fold, Folder, Op};
 pub use lanes::run_lanes;
 pub use run::{run, Applied};

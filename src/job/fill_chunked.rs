@@ -143,7 +143,7 @@ pub(super) async fn fill_chunked(
     }
     super::key_index::build(dest, plan).await?;
     failpoint::hit("copy.end");
-    state.finish_fill(dest, None, None).await?;
+    state.finish_fill(dest, None, None, None).await?;
     Ok(None)
 }
 

@@ -171,7 +171,7 @@ pub(super) async fn fill_copy(
     }
     super::key_index::build(dest, plan).await?;
     failpoint::hit("copy.end");
-    state.finish_fill(dest, None, None).await?;
+    state.finish_fill(dest, None, None, None).await?;
     Ok(stream_conn)
 }
 

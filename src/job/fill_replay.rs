@@ -209,6 +209,7 @@ pub(super) async fn fill_replay(
             dest,
             Some(&StreamDesc::from_journal(&relation)),
             Some(outcome.spilled),
+            Some(&outcome.read),
         )
         .await?;
     Ok(connection)

@@ -70,7 +70,7 @@ impl Rates {
             .query(
                 "SELECT path, rows_copied::float8,
                         extract(epoch FROM copy_finished_at - copy_started_at)::float8,
-                        coalesce((boundary_lsn - restart_lsn)::float8, 0),
+                        coalesce(wal_read_bytes::float8, (boundary_lsn - restart_lsn)::float8, 0),
                         coalesce((replay_base #>> '{manifest,rows}')::float8, 0)
                    FROM walfill.versions
                   WHERE copy_finished_at IS NOT NULL AND copy_started_at IS NOT NULL

@@ -42,7 +42,7 @@ pub async fn require(client: &impl GenericClient) -> Result<()> {
                                    AND attname = 'stale' AND NOT attisdropped)
                     AND EXISTS (SELECT FROM pg_attribute
                                  WHERE attrelid = to_regclass('walfill.versions')
-                                   AND attname = 'swap_tried_at' AND NOT attisdropped)",
+                                   AND attname = 'wal_read_bytes' AND NOT attisdropped)",
             &[],
         )
         .await

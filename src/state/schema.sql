@@ -63,6 +63,9 @@ ALTER TABLE walfill.versions ADD COLUMN IF NOT EXISTS restart_lsn pg_lsn;
 ALTER TABLE walfill.versions ADD COLUMN IF NOT EXISTS replay_base jsonb;
 ALTER TABLE walfill.versions ADD COLUMN IF NOT EXISTS path_reason text;
 ALTER TABLE walfill.versions ADD COLUMN IF NOT EXISTS replayed_lsn pg_lsn;
+-- The archived WAL a replay read (segments, bytes), once it filled.
+ALTER TABLE walfill.versions ADD COLUMN IF NOT EXISTS segments_read bigint;
+ALTER TABLE walfill.versions ADD COLUMN IF NOT EXISTS wal_read_bytes bigint;
 
 -- Added with relations identified by OID: the source table's OID and its
 -- name as parts (the name only for people), the table as the version was

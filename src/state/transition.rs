@@ -274,12 +274,14 @@ impl VersionState {
     /// The version is filled up to its boundary: it catches up with the
     /// stream from there, whose columns `stream` describes (when the fill
     /// did not record them when it started). `spilled`: what a replay's
-    /// fold wrote to local disk, for the record.
+    /// fold wrote to local disk, and `read`: the archived WAL it read, for
+    /// the record.
     pub async fn finish_fill(
         &mut self,
         client: &mut Client,
         stream: Option<&StreamDesc>,
         spilled: Option<crate::apply::Spilled>,
+        read: Option<&crate::apply::WalRead>,
     ) -> Result<()> {
         let desc = stream
             .map(serde_json::to_value)
@@ -293,13 +295,22 @@ impl VersionState {
             detail["spilled_bytes"] = spilled.bytes.into();
             detail["spilled_peak_bytes"] = spilled.peak_bytes.into();
         }
+        if let Some(read) = read {
+            detail["segments_read"] = read.segments.into();
+            detail["wal_read_bytes"] = read.bytes.into();
+            detail["first_segment_lsn"] = read.first.map(|l| l.to_string()).into();
+        }
+        let (segments, bytes) = (
+            read.map(|r| r.segments as i64),
+            read.map(|r| r.bytes as i64),
+        );
         self.transition(
             client,
             "the end of the fill",
             None,
             "phase = 'catching_up', stream_desc = coalesce($3, stream_desc),
-             copy_finished_at = now()",
-            &[&desc],
+             copy_finished_at = now(), segments_read = $4, wal_read_bytes = $5",
+            &[&desc, &segments, &bytes],
             "filled",
             detail,
         )

@@ -209,6 +209,10 @@ pub struct VersionState {
     pub lost: Option<String>,
     /// The meaning of its transform it was built under (`crate::plan::MEANING`).
     pub meaning: i16,
+    /// The archived segments a replay read to fill it.
+    pub segments_read: Option<i64>,
+    /// The bytes of WAL it decoded.
+    pub wal_read_bytes: Option<i64>,
     /// The version's earlier table, which readers still see while it is
     /// rebuilt beside it.
     pub replaced_table: Option<String>,
@@ -228,7 +232,8 @@ const COLUMNS: &str = "target, version, dest_schema, table_name, source_table, s
     truncated_lsn, truncated_seq, last_error, created_at::text, swapped_at::text,
     updated_at::text, path, path_reason, replay_base, restart_lsn, replayed_lsn,
     source_relid, source_schema, source_name, source_desc, stream_desc, lease, lost,
-    replaced_table, replay_read_lsn, load_cursor, coalesce(meaning, 1)::smallint";
+    replaced_table, replay_read_lsn, load_cursor, coalesce(meaning, 1)::smallint,
+    segments_read, wal_read_bytes";
 
 impl VersionState {
     fn from_row(row: &Row) -> Result<VersionState> {
@@ -306,6 +311,8 @@ impl VersionState {
             replay_read_lsn: row.get(37),
             load_cursor: row.get(38),
             meaning: row.get(39),
+            segments_read: row.get(40),
+            wal_read_bytes: row.get(41),
         })
     }
 

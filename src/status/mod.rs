@@ -36,6 +36,8 @@ pub struct VersionStatus {
     pub wal_read_bytes: Option<i64>,
     /// The replay's whole range of WAL.
     pub wal_total_bytes: Option<i64>,
+    /// The archived segments a finished replay read.
+    pub segments_read: Option<i64>,
     /// Recent rate of the fill while a process runs it: rows per second
     /// for a copy, bytes of WAL per second for a replay.
     pub rate: Option<f64>,
@@ -414,7 +416,7 @@ fn describe(v: VersionState, holder: Option<i32>) -> VersionStatus {
                     .replay_read_lsn
                     .map_or(0, |r| r.0.saturating_sub(restart.0) as i64)
                     .min(total),
-                _ => total,
+                _ => v.wal_read_bytes.unwrap_or(total),
             };
             (Some(read), Some(total))
         }
@@ -451,6 +453,7 @@ fn describe(v: VersionState, holder: Option<i32>) -> VersionStatus {
         rows_estimated: v.rows_estimated,
         wal_read_bytes: wal_read,
         wal_total_bytes: wal_total,
+        segments_read: v.segments_read,
         rate,
         eta_seconds,
         held_by_pid: holder,
@@ -490,6 +493,7 @@ fn unbuilt(target: &str, version: &str) -> VersionStatus {
         rows_estimated: 0,
         wal_read_bytes: None,
         wal_total_bytes: None,
+        segments_read: None,
         rate: None,
         eta_seconds: None,
         held_by_pid: None,
@@ -687,7 +691,14 @@ fn progress(r: &VersionStatus) -> String {
             r.rows_copied
         ),
         ("copying" | "planned", _, _) => format!("{}/{} rows", r.rows_copied, r.rows_estimated),
-        _ if r.path.as_deref() == Some("replay") => format!("{} rows written", r.rows_copied),
+        _ if r.path.as_deref() == Some("replay") => match (r.segments_read, r.wal_read_bytes) {
+            (Some(segments), Some(read)) => format!(
+                "{} rows written from {segments} segments ({} of WAL)",
+                r.rows_copied,
+                human_bytes(read)
+            ),
+            _ => format!("{} rows written", r.rows_copied),
+        },
         _ => format!("{} rows copied", r.rows_copied),
     }
 }

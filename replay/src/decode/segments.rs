@@ -12,6 +12,10 @@ use super::{Decoder, Sink};
 pub struct FeedOutcome {
     /// Bytes of WAL decoded.
     pub wal_bytes: u64,
+    /// Segments read.
+    pub segments: u64,
+    /// Where the first segment read starts.
+    pub first_segment: Option<Lsn>,
     /// The LSN just past the last record decoded.
     pub end: Lsn,
     /// Decoding stopped at a record at or after `to` (rather than at the
@@ -39,6 +43,8 @@ where
     let mut checked_page = None;
     let mut outcome = FeedOutcome {
         wal_bytes: 0,
+        segments: 0,
+        first_segment: None,
         end: restart,
         reached_to: false,
     };
@@ -47,7 +53,9 @@ where
         let wal = wal.get_or_insert_with(|| WalDecoder::new(restart, segment.bytes.len() as u32));
         let skip = wal.input_start().checked_sub(segment.start).unwrap_or(0) as usize;
         outcome.wal_bytes += (segment.bytes.len() - skip.min(segment.bytes.len())) as u64;
+        outcome.segments += 1;
         let file = segment.file.clone();
+        outcome.first_segment.get_or_insert(segment.start);
         let partial = segment.partial;
         let segment_end = segment.end();
         let mut bytes = segment.bytes;

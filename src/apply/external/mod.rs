@@ -46,6 +46,18 @@ pub struct ExternalFold {
     spilled: Spilled,
 }
 
+/// The archived WAL a replay (or compaction) read: what bases and
+/// compaction save, reported in the `filled` event and in `status`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct WalRead {
+    /// Segments read.
+    pub segments: u64,
+    /// Bytes of WAL decoded.
+    pub bytes: u64,
+    /// Where the first segment read starts.
+    pub first: Option<walfill_core::Lsn>,
+}
+
 /// How much an external fold wrote to disk.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Spilled {

@@ -86,6 +86,8 @@ pub struct ReplayOutcome {
     pub transactions: u64,
     /// What the fold wrote to local disk.
     pub spilled: Spilled,
+    /// The archived WAL read.
+    pub read: crate::apply::WalRead,
 }
 
 /// A replay of `range` for one plan, as batches.
@@ -216,6 +218,11 @@ impl ReplaySource {
             let mut outcome = ReplayOutcome {
                 reached_boundary: fed.reached_to,
                 end: fed.end,
+                read: crate::apply::WalRead {
+                    segments: fed.segments,
+                    bytes: fed.wal_bytes,
+                    first: fed.first_segment,
+                },
                 lost: decoder.lost().to_vec(),
                 unsupported: decoder.unsupported().clone(),
                 relation: decoder.catalog().by_oid(relid).map(|r| r.spec.clone()),
