@@ -387,12 +387,17 @@ fn an_undecodable_column_matters_only_when_the_transform_reads_it() {
     walfill.configure(&db, &target("id, upper(name) AS name"));
     let plan = walfill.ok(&["plan", "places_v"]);
     assert!(plan.contains(": replay"), "plan: {plan}");
+    // A base is every column's rows: none can be kept of this table.
+    assert!(
+        plan.contains("no base snapshot can be kept of public.places: column public.places.pos has type regclass"),
+        "plan: {plan}"
+    );
     let out = walfill.run(&["backfill", "places_v"]);
     let log = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{log}");
     // Its rows lack a column it could not decode: no base of the table.
     assert!(
-        log.contains("this replay leaves no base snapshot")
+        log.contains("no base snapshot can be kept of public.places")
             && log.contains("has type regclass")
             && !log.contains("base snapshot written"),
         "{log}"
@@ -405,6 +410,23 @@ fn an_undecodable_column_matters_only_when_the_transform_reads_it() {
         "id, upper(name) AS name",
         None,
         "id",
+    );
+    // Nor does a copy in the exported snapshot, which leaves one of other
+    // tables.
+    walfill.configure(
+        &db,
+        &format!(
+            "{}\n[backfill]\nsnapshot = \"exported\"\n",
+            target("id, upper(name) AS name").replace("\"v1\"", "\"v2\"")
+        ),
+    );
+    let out = walfill.run(&["backfill", "places_v", "--path", "snapshot"]);
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{log}");
+    assert!(
+        log.contains("no base snapshot can be kept of public.places")
+            && !log.contains("base snapshot written"),
+        "{log}"
     );
 }
 

@@ -70,3 +70,27 @@ pub(crate) fn table_dir(prefix: &Path, database: u32, relid: u32) -> Path {
 pub(crate) fn base_dir(prefix: &Path, database: u32, relid: u32, boundary: Lsn) -> Path {
     table_dir(prefix, database, relid).join(format!("{:016X}", boundary.0))
 }
+
+/// Why no base snapshot of `relation` can be kept, if none can: a column
+/// whose type walfill cannot decode from WAL (a base is every column's
+/// rows, and compaction rolls it forward by decoding).
+pub fn undecodable(relation: &NewRelation) -> Option<String> {
+    relation
+        .attrs
+        .attrs
+        .iter()
+        .zip(&relation.types)
+        .zip(&relation.type_names)
+        .find(|((attr, ty), _)| {
+            !attr.dropped
+                && !ty
+                    .as_ref()
+                    .is_some_and(walfill_replay::decode::is_supported)
+        })
+        .map(|((attr, _), type_name)| {
+            format!(
+                "column {}.{}.{} has type {type_name}, which walfill cannot decode from WAL",
+                relation.schema, relation.name, attr.name
+            )
+        })
+}

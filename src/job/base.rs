@@ -84,6 +84,12 @@ async fn prepare(
     let relation = catalog.by_oid(plan.source.oid).ok_or_else(|| {
         crate::error::Error::Internal(format!("{} is not in the source's catalog", plan.source))
     })?;
+    if let Some(why) = crate::base::undecodable(&relation.spec) {
+        return Err(crate::error::Error::History(format!(
+            "no base snapshot can be kept of {}: {why}",
+            plan.source
+        )));
+    }
     let columns = plan
         .source
         .replicated_columns()

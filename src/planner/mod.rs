@@ -181,13 +181,23 @@ pub async fn decide(
         other => other,
     }?;
     let decision = weigh(decision, plan, rates, config, choice);
-    let warnings = match base_warnings(config, plan.source.oid, &plan.def.target).await {
+    let mut warnings = match base_warnings(config, plan.source.oid, &plan.def.target).await {
         Ok(warnings) => warnings,
         Err(e) => vec![format!(
             "the base snapshots could not be looked at: {}",
             e.describe()
         )],
     };
+    if config.archive.is_some() && config.archive_settings.base_snapshots {
+        let described = crate::catalog::describe(source, plan.source.oid).await?;
+        if let Some(why) = described.as_ref().and_then(crate::base::undecodable) {
+            warnings.push(format!(
+                "no base snapshot can be kept of {}: {why}; its replays start from its \
+                 creation, and once the archive no longer holds that, it can only be copied",
+                plan.source
+            ));
+        }
+    }
     Ok(Decision {
         estimated_from_size: plan.source.estimated_from_size
             && decision.estimated_rows == plan.source.estimated_rows.max(0),
