@@ -1392,3 +1392,59 @@ fn the_planner_weighs_both_paths_and_a_compaction_makes_replay_cheap_again() {
         "id",
     );
 }
+
+/// A base follows its table by OID: renamed (and moved to another schema)
+/// after its base was taken, the table replays from that base under its new
+/// name, exactly.
+#[test]
+fn a_base_follows_its_table_across_a_rename() {
+    let src = TestDb::new("rp_base_rename_src");
+    let dest = TestDb::new("rp_base_rename_dest");
+    let settings = archive_section(&archive_url());
+    two_databases(&src, &dest, &settings).ok(&["setup"]);
+    src.exec(
+        "CREATE TABLE items (id int PRIMARY KEY, a int, b text);
+         INSERT INTO items SELECT g, g, 'b' || g FROM generate_series(1, 2000) g;",
+    );
+    let target = |source: &str, version: &str| {
+        format!(
+            "{settings}\n[[target]]\nname = \"items_v\"\nsource = \"{source}\"\n\
+             select = \"id, a + 1 AS a1, b\"\nversion = \"{version}\"\n"
+        )
+    };
+    let walfill = two_databases(&src, &dest, &target("public.items", "v1"));
+    walfill.ok(&["setup"]);
+    walfill.ok(&["backfill", "items_v", "--path", "snapshot"]);
+    let boundary = version_field(&dest, "v1", "boundary_lsn::text");
+    src.exec(
+        "CREATE SCHEMA shop;
+         ALTER TABLE items RENAME TO goods;
+         ALTER TABLE goods SET SCHEMA shop;
+         UPDATE shop.goods SET a = a * 2 WHERE id % 7 = 0;
+         DELETE FROM shop.goods WHERE id % 11 = 0;
+         INSERT INTO shop.goods VALUES (5000, 1, 'new');",
+    );
+    src.archive_wal();
+    let walfill = two_databases(&src, &dest, &target("shop.goods", "v2"));
+    let before = src.table_reads("shop.goods");
+    walfill.ok(&["backfill", "items_v", "--path", "replay"]);
+    assert_eq!(
+        src.table_reads("shop.goods"),
+        before,
+        "the replay read the table"
+    );
+    assert_eq!(
+        version_field(&dest, "v2", "replay_base->'manifest'->>'boundary'"),
+        boundary,
+        "not replayed from the base taken before the rename"
+    );
+    assert_view_matches_in(
+        &src,
+        &dest,
+        "public.items_v",
+        "shop.goods",
+        "id, a + 1 AS a1, b",
+        None,
+        "id",
+    );
+}
