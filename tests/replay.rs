@@ -1448,3 +1448,56 @@ fn a_base_follows_its_table_across_a_rename() {
         "id",
     );
 }
+
+/// `ADD COLUMN ... DEFAULT` writes no row changes, so no replay from before
+/// it can know the column's values: the next version is copied. The base
+/// that copy leaves makes the table replayable again, from it.
+#[test]
+fn a_base_after_a_blocking_change_makes_the_table_replayable_again() {
+    let src = TestDb::new("rp_base_unblock_src");
+    let dest = TestDb::new("rp_base_unblock_dest");
+    let settings = archive_section(&archive_url());
+    two_databases(&src, &dest, &settings).ok(&["setup"]);
+    src.exec(
+        "CREATE TABLE items (id int PRIMARY KEY, a int);
+         INSERT INTO items SELECT g, g FROM generate_series(1, 2000) g;
+         ALTER TABLE items ADD COLUMN c int DEFAULT 5;
+         UPDATE items SET a = a + 1 WHERE id % 3 = 0;",
+    );
+    src.archive_wal();
+    let target = |version: &str| {
+        format!(
+            "{settings}\n[[target]]\nname = \"items_v\"\nsource = \"public.items\"\n\
+             select = \"id, a, c\"\nversion = \"{version}\"\n"
+        )
+    };
+    let walfill = two_databases(&src, &dest, &target("v1"));
+    walfill.ok(&["setup"]);
+    let plan = walfill.ok(&["plan", "items_v"]);
+    assert!(plan.contains(": snapshot"), "{plan}");
+    walfill.ok(&["backfill", "items_v"]);
+    assert_eq!(version_field(&dest, "v1", "path"), "snapshot");
+    src.exec(
+        "UPDATE items SET c = c + id WHERE id % 5 = 0;
+         DELETE FROM items WHERE id % 13 = 0;
+         INSERT INTO items VALUES (9000, 1, 2);",
+    );
+    src.archive_wal();
+    let walfill = two_databases(&src, &dest, &target("v2"));
+    let plan = walfill.ok(&["plan", "items_v"]);
+    assert!(plan.contains(": replay"), "{plan}");
+    walfill.ok(&["backfill", "items_v", "--path", "replay"]);
+    assert_eq!(
+        version_field(&dest, "v2", "replay_base->>'kind'"),
+        "snapshot"
+    );
+    assert_view_matches_in(
+        &src,
+        &dest,
+        "public.items_v",
+        "items",
+        "id, a, c",
+        None,
+        "id",
+    );
+}
