@@ -1270,14 +1270,17 @@ fn the_planner_weighs_both_paths_and_a_compaction_makes_replay_cheap_again() {
          INSERT INTO items SELECT g, g FROM generate_series(1, 2000) g;
          ANALYZE items;",
     );
-    // Eight segments of WAL after the table's creation: past the fixed
-    // costs of decoding at the default rate, for 2000 rows a snapshot
-    // copies at once.
+    // About 150 MiB of WAL after the table's creation (another table's,
+    // whatever the segment size): past the fixed costs of decoding at the
+    // default rate, for 2000 rows a snapshot copies at once.
     let more_wal = || {
-        for _ in 0..8 {
-            src.exec("UPDATE items SET a = a + 1 WHERE id = 1");
-            src.archive_wal();
-        }
+        src.exec(
+            "CREATE TABLE IF NOT EXISTS filler (g int, t text);
+             INSERT INTO filler SELECT g, repeat(md5(g::text), 30)
+               FROM generate_series(1, 140000) g;
+             TRUNCATE filler;",
+        );
+        src.archive_wal();
     };
     more_wal();
     let target = |version: &str| {
