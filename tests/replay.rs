@@ -1261,7 +1261,7 @@ fn the_planner_weighs_both_paths_and_a_compaction_makes_replay_cheap_again() {
     let src = TestDb::new("rp_cost_src");
     let dest = TestDb::new("rp_cost_dest");
     let settings = format!(
-        "{}\n[backfill]\nreplay_max_slowdown = 2\nsnapshot = \"exported\"\n",
+        "{}\n[backfill]\nreplay_max_slowdown = 400\nsnapshot = \"exported\"\n",
         archive_section(&archive_url())
     );
     two_databases(&src, &dest, &settings).ok(&["setup"]);
@@ -1270,14 +1270,16 @@ fn the_planner_weighs_both_paths_and_a_compaction_makes_replay_cheap_again() {
          INSERT INTO items SELECT g, g FROM generate_series(1, 2000) g;
          ANALYZE items;",
     );
-    // About 150 MiB of WAL after the table's creation (another table's,
-    // whatever the segment size): past the fixed costs of decoding at the
-    // default rate, for 2000 rows a snapshot copies at once.
+    // About 250 MiB of WAL after the table's creation (another table's,
+    // whatever the segment size): over 6 s of decoding at the default
+    // rate, for 2000 rows a snapshot copies in 0.01 s. (The limit of 400
+    // times, 4 s here, leaves room for the WAL the tests running beside
+    // this one write into the same cluster.)
     let more_wal = || {
         src.exec(
             "CREATE TABLE IF NOT EXISTS filler (g int, t text);
              INSERT INTO filler SELECT g, repeat(md5(g::text), 30)
-               FROM generate_series(1, 140000) g;
+               FROM generate_series(1, 230000) g;
              TRUNCATE filler;",
         );
         src.archive_wal();
@@ -1299,7 +1301,7 @@ fn the_planner_weighs_both_paths_and_a_compaction_makes_replay_cheap_again() {
         estimates["replay_seconds"].as_f64().unwrap(),
         estimates["snapshot_seconds"].as_f64().unwrap(),
     );
-    assert!(replay > 2.0 && replay > 2.0 * snapshot, "{plan:#}");
+    assert!(replay > 400.0 * snapshot, "{plan:#}");
     assert!(
         plan["reason"]
             .as_str()
@@ -1316,7 +1318,7 @@ fn the_planner_weighs_both_paths_and_a_compaction_makes_replay_cheap_again() {
     let spare = two_databases(
         &src,
         &dest,
-        &target("v1").replace("replay_max_slowdown = 2", "replay_max_slowdown = 1000"),
+        &target("v1").replace("replay_max_slowdown = 400", "replay_max_slowdown = 100000"),
     );
     let plan: serde_json::Value =
         serde_json::from_str(&spare.ok(&["plan", "items_v", "--json"])).unwrap();
@@ -1328,6 +1330,7 @@ fn the_planner_weighs_both_paths_and_a_compaction_makes_replay_cheap_again() {
     let plan: serde_json::Value =
         serde_json::from_str(&walfill.ok(&["plan", "items_v", "--json"])).unwrap();
     assert_eq!(plan["path"], "snapshot", "{plan:#}");
+    let uncompacted = plan["estimates"]["replay_wal_bytes"].as_i64().unwrap();
     // A compaction rolls the base forward: replay again, from it.
     // (A checkpoint logs the running transactions, as the background
     // writer does every 15 s on a busy cluster: the new base's restart
@@ -1379,7 +1382,13 @@ fn the_planner_weighs_both_paths_and_a_compaction_makes_replay_cheap_again() {
         "the replay read from {first}, before the base's {restart}"
     );
     let segments: i64 = version_field(&dest, "v2", "segments_read").parse().unwrap();
-    assert!((1..=3).contains(&segments), "{segments} segments read");
+    let read: i64 = version_field(&dest, "v2", "wal_read_bytes")
+        .parse()
+        .unwrap();
+    assert!(
+        segments >= 1 && read < uncompacted,
+        "{segments} segments, {read} bytes read (the old base needed {uncompacted})"
+    );
     let status = walfill.ok(&["status"]);
     assert!(
         status.contains(&format!("from {segments} segments")),
