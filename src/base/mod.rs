@@ -44,6 +44,11 @@ pub struct Manifest {
     pub parts: Vec<Part>,
     /// Rows in all parts.
     pub rows: u64,
+    /// The source cluster's system identifier (bases written before it
+    /// was recorded lack it): compaction checks the archived WAL against it
+    /// without asking the source.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub system_id: Option<u64>,
 }
 
 /// One Parquet file of a base.

@@ -39,6 +39,8 @@ pub struct BaseWriter {
     failed: Option<String>,
     /// Bases of the table kept once this one is written (`None`: all).
     keep: Option<u32>,
+    /// The source cluster's system identifier, for the manifest.
+    system_id: Option<u64>,
 }
 
 impl BaseWriter {
@@ -74,7 +76,14 @@ impl BaseWriter {
             first_row: rows_before,
             failed: None,
             keep: None,
+            system_id: None,
         }
+    }
+
+    /// Records the source cluster's system identifier in the manifest.
+    pub fn of_system(mut self, system_id: Option<u64>) -> BaseWriter {
+        self.system_id = system_id;
+        self
     }
 
     /// Once written, only the newest `keep` bases of the table stay (older
@@ -278,6 +287,7 @@ impl BaseWriter {
             relation: self.relation,
             columns: self.columns,
             parts,
+            system_id: self.system_id,
         };
         let text = serde_json::to_vec_pretty(&manifest)
             .map_err(|e| Error::Internal(format!("writing the base manifest: {e}")))?;

@@ -52,7 +52,15 @@ pub(super) async fn writer(
     }
     let keep = config.archive_settings.keep_bases;
     match prepare((archive, keep), source, plan, slot, boundary).await {
-        Ok(writer) => Some(writer),
+        // The cluster's identity goes into the manifest, so that compaction
+        // need not ask the source for it.
+        Ok(writer) => match crate::planner::source_identity(config).await {
+            Ok(identity) => Some(writer.of_system(Some(identity.system_id))),
+            Err(e) => {
+                tracing::debug!(error = %e.describe(), "the base records no system identifier");
+                Some(writer)
+            }
+        },
         Err(e) => {
             tracing::warn!(error = %e.describe(), "not writing a base snapshot");
             None

@@ -14,12 +14,16 @@
 //! replay folds them, and the merged rows written as the new base, its
 //! manifest last: a compaction killed at any point leaves the old base
 //! usable, and a rerun writes the new one again. Nothing is read from the
-//! source table and no slot is created; the source is asked only who it is
-//! (its system identifier and timeline, so that foreign WAL is refused).
+//! source and no slot is created: the WAL accepted is the cluster's the old
+//! base's manifest records, on the archive's newest timeline (a base an
+//! older walfill wrote, without it, makes compaction ask the source who it
+//! is).
 
 use tokio_util::sync::CancellationToken;
 use walfill_core::Lsn;
 use walfill_replay::archive::Archive;
+use walfill_replay::decode::Identity;
+use walfill_replay::TimelineId;
 
 use crate::apply::HistorySource;
 use crate::base::{find_bases_of, BaseWriter, Manifest};
@@ -149,7 +153,13 @@ async fn compact_table(
             old.boundary
         )));
     }
-    let identity = source_identity(config).await?;
+    // Whose WAL to accept: the cluster the old base recorded, on the
+    // archive's newest timeline; only an older base without it makes
+    // compaction ask the source.
+    let identity = match old.system_id {
+        Some(system_id) => archive_identity(archive, system_id).await?,
+        None => source_identity(config).await?,
+    };
     crate::failpoint::hit("compact.start");
     tracing::info!(
         table = %table,
@@ -168,7 +178,8 @@ async fn compact_table(
         restart,
         0,
     )
-    .keeping(config.archive_settings.keep_bases);
+    .keeping(config.archive_settings.keep_bases)
+    .of_system(Some(identity.system_id));
     let range = ReplayRange {
         database: old.database,
         restart: old.restart_lsn,
@@ -228,6 +239,29 @@ async fn compact_table(
             "no new base: see the log for why".into()
         },
     })
+}
+
+/// The identity of cluster `system_id` as the archive shows it: its newest
+/// timeline, and that timeline's history file.
+async fn archive_identity(archive: &Archive, system_id: u64) -> Result<Identity> {
+    let list = archive.segments(None).await?;
+    let timeline = list
+        .timelines()
+        .into_iter()
+        .chain(list.histories.iter().copied())
+        .max()
+        .unwrap_or(TimelineId(1));
+    let history = match archive.history_text(&list, timeline).await? {
+        Some(text) => text,
+        None => {
+            return Err(Error::History(format!(
+                "the archive holds WAL of timeline {timeline} but not its history file, which \
+                 says how it branched; store it in the archive, or compact with the source up"
+            )))
+        }
+    };
+    Identity::new(system_id, timeline.0, &history)
+        .map_err(|e| Error::History(format!("the archive's history of timeline {timeline}: {e}")))
 }
 
 /// The new base's boundary (the first record of the newest complete

@@ -96,15 +96,32 @@ impl Archive {
         list: &SegmentList,
         target: TimelineId,
     ) -> Result<Option<TimelinePath>, ArchiveError> {
-        let size = list.segment_size;
+        let Some(text) = self.history_text(list, target).await? else {
+            return Ok(None);
+        };
+        let name = match list.history_files.iter().find(|h| h.timeline == target) {
+            Some(file) => self.relative(&file.location),
+            None => "(timeline 1)".to_string(),
+        };
+        TimelinePath::parse(target, &text, list.segment_size)
+            .map(Some)
+            .map_err(|reason| ArchiveError::History {
+                url: self.url().to_string(),
+                name,
+                reason,
+            })
+    }
+
+    /// The text of `target`'s history file in the listing (empty for
+    /// timeline 1, which has none); `None` when the archive has no history
+    /// file of `target`.
+    pub async fn history_text(
+        &self,
+        list: &SegmentList,
+        target: TimelineId,
+    ) -> Result<Option<String>, ArchiveError> {
         if target == TimelineId(1) {
-            return Ok(Some(TimelinePath::parse(target, "", size).map_err(
-                |reason| ArchiveError::History {
-                    url: self.url().to_string(),
-                    name: "(timeline 1)".to_string(),
-                    reason,
-                },
-            )?));
+            return Ok(Some(String::new()));
         }
         let Some(file) = list.history_files.iter().find(|h| h.timeline == target) else {
             return Ok(None);
@@ -126,10 +143,9 @@ impl Archive {
                 .await
                 .map_err(|e| self.task_error(e))?
                 .map_err(|damage| unusable(damage.reason))?;
-        let text = String::from_utf8(text).map_err(|_| unusable("not text".to_string()))?;
-        TimelinePath::parse(target, &text, size)
+        String::from_utf8(text)
             .map(Some)
-            .map_err(unusable)
+            .map_err(|_| unusable("not text".to_string()))
     }
 }
 
