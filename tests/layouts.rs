@@ -630,3 +630,131 @@ fn base_manifests(bases: &std::path::Path) -> Vec<String> {
     }
     found
 }
+
+/// A real pgBackRest stanza on a cluster of the test's own, archiving by
+/// `archive-push`: two full backups with `repo1-retention-full = 1` and
+/// `pgbackrest expire` remove the WAL of a table's creation, so the table
+/// is older than the archive. One snapshot backfill keeps its base in
+/// `[archive] bases_url` (beside the repository, never in it), and the next
+/// version replays from that base with zero source reads, exactly.
+#[test]
+fn after_pgbackrest_expires_a_tables_wal_it_replays_from_walfills_base() {
+    use crate::support::backrest::BackRestCluster;
+    use crate::support::cluster::connect;
+    let cluster = BackRestCluster::start();
+    let mut admin = connect(&cluster.url("postgres"));
+    for db in ["app", "warehouse"] {
+        admin
+            .batch_execute(&format!("CREATE DATABASE {db}"))
+            .unwrap();
+    }
+    let mut app = connect(&cluster.url("app"));
+    let config = |rest: &str| {
+        format!(
+            "[source]\nurl = \"{}\"\n[destination]\nurl = \"{}\"\n\
+             [archive]\nurl = \"{}\"\nbases_url = \"{}\"\nwait_seconds = 120\n\n{rest}",
+            cluster.url("app"),
+            cluster.url("warehouse"),
+            cluster.archive_url(),
+            cluster.bases_url()
+        )
+    };
+    let target = |version: &str| {
+        format!(
+            "[[target]]\nname = \"items_v\"\nsource = \"public.items\"\n\
+             select = \"id, a * 2 AS a2, b\"\nversion = \"{version}\"\n"
+        )
+    };
+    let walfill = Walfill::with_text(&config(""));
+    walfill.ok(&["setup"]);
+    app.batch_execute(
+        "CREATE TABLE items (id int PRIMARY KEY, a int, b text);
+         INSERT INTO items SELECT g, g, 'b' || g FROM generate_series(1, 3000) g;",
+    )
+    .unwrap();
+    let created: String = app
+        .query_one("SELECT pg_walfile_name(pg_current_wal_lsn())", &[])
+        .unwrap()
+        .get(0);
+    cluster.pgbackrest(&["--type=full", "backup"]);
+    app.batch_execute("UPDATE items SET a = a + 1 WHERE id % 3 = 0")
+        .unwrap();
+    cluster.pgbackrest(&["--type=full", "backup"]);
+    cluster.pgbackrest(&["expire"]);
+    let kept = cluster.archived_segments();
+    assert!(
+        kept.first().is_some_and(|first| *first > created),
+        "pgbackrest expire kept the segment of the table's creation {created}: {kept:?}"
+    );
+
+    walfill.write_config(&config(&target("v1")));
+    walfill.ok(&["setup"]);
+    let plan = walfill.ok(&["plan", "items_v"]);
+    assert!(
+        plan.contains(": snapshot") && plan.contains("layout pgbackrest"),
+        "{plan}"
+    );
+    walfill.ok(&["backfill", "items_v"]);
+    app.batch_execute(
+        "UPDATE items SET b = 'later ' || id WHERE id % 4 = 0;
+         DELETE FROM items WHERE id % 7 = 0;
+         INSERT INTO items VALUES (9000, 1, 'new');",
+    )
+    .unwrap();
+    walfill.write_config(&config(&target("v2")));
+    let plan = walfill.ok(&["plan", "items_v"]);
+    assert!(plan.contains(": replay"), "{plan}");
+    let reads = "SELECT seq_scan + coalesce(idx_scan, 0)
+                   FROM pg_stat_user_tables WHERE relname = 'items'";
+    let scans = |client: &mut postgres::Client| -> i64 {
+        client
+            .batch_execute("SELECT pg_stat_clear_snapshot()")
+            .unwrap();
+        client.query_one(reads, &[]).unwrap().get(0)
+    };
+    let before = scans(&mut app);
+    walfill.ok(&["backfill", "items_v", "--path", "replay"]);
+    // (A backend's table statistics reach the others when it ends.)
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(scans(&mut app), before, "the replay read items");
+    let mut warehouse = connect(&cluster.url("warehouse"));
+    let how: String = warehouse
+        .query_one(
+            "SELECT path || ' ' || (replay_base->>'kind') FROM walfill.versions
+              WHERE version = 'v2'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(how, "replay snapshot");
+    let rows = |client: &mut postgres::Client, sql: &str| -> Vec<String> {
+        client
+            .query(sql, &[])
+            .unwrap()
+            .iter()
+            .map(|r| r.get(0))
+            .collect()
+    };
+    let expected = rows(
+        &mut app,
+        "SELECT t::text FROM (SELECT id, a * 2 AS a2, b FROM items) t ORDER BY t.id",
+    );
+    let published = rows(
+        &mut warehouse,
+        "SELECT t::text FROM public.items_v t ORDER BY t.id",
+    );
+    assert_eq!(expected.len(), 3000 - 428 + 1);
+    assert_eq!(published, expected);
+    // Nothing of walfill's in the repository.
+    assert!(
+        !cluster.archived_segments().is_empty()
+            && std::fs::read_dir(
+                std::path::Path::new(cluster.archive_url().trim_start_matches("file://"))
+                    .join("../.."),
+            )
+            .unwrap()
+            .flatten()
+            .all(|e| e.file_name() != "base"),
+        "walfill wrote into the repository"
+    );
+}

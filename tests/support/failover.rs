@@ -30,14 +30,14 @@ pub struct Failover {
     standby: Option<Node>,
 }
 
-fn free_port() -> u16 {
+pub(super) fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .expect("a free port")
         .port()
 }
 
-fn path_str(path: &Path) -> &str {
+pub(super) fn path_str(path: &Path) -> &str {
     path.to_str().expect("utf-8 path")
 }
 
@@ -232,7 +232,7 @@ impl Drop for Failover {
 }
 
 /// Appends `text` to a server configuration file.
-fn append(path: &Path, text: &str) {
+pub(super) fn append(path: &Path, text: &str) {
     let mut current = std::fs::read_to_string(path).unwrap_or_default();
     current.push_str(text);
     std::fs::write(path, current).expect("write server configuration");

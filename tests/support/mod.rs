@@ -3,6 +3,7 @@
 
 #![allow(dead_code, unreachable_pub)]
 
+pub mod backrest;
 pub mod cluster;
 pub mod compare;
 pub mod failover;
