@@ -452,8 +452,13 @@ pub enum Command {
     /// creates no slot; later replays of the table start from the new base.
     /// Killed at any point, it leaves the old base usable; rerun it.
     Compact {
-        /// Targets whose tables to compact (default: every configured one).
+        /// Targets, or source tables (`schema.table`), whose bases to
+        /// compact (default, or with --all: every configured target's).
+        #[arg(conflicts_with = "all")]
         targets: Vec<String>,
+        /// Every table a configured target reads (the default).
+        #[arg(long)]
+        all: bool,
     },
 
     /// Drop a version that is not active: its slot and its table.

@@ -209,7 +209,7 @@ async fn run(command: Command, config: Option<Config>, path: PathBuf) -> Result<
         Command::WalPush { path } => {
             archiver::wal_push(&config, &path).await?;
         }
-        Command::Compact { targets } => {
+        Command::Compact { targets, .. } => {
             let done = walfill::job::compact(&config, &targets, &cancel).await?;
             for c in done {
                 walfill::say!("{}: {}", c.table, c.note)?;

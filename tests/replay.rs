@@ -1552,7 +1552,16 @@ fn compaction_runs_while_the_source_is_unreachable() {
         dest.url(),
         target("id, a", "v1")
     ));
-    let out = offline.run(&["compact"]);
+    // A name that is neither a target nor a table one reads.
+    let out = offline.run(&["compact", "public.nope"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("public.nope") && err.contains("public.items"),
+        "{err}"
+    );
+    // The table, by its name.
+    let out = offline.run(&["compact", "public.items"]);
     let log = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{log}");
     assert!(

@@ -72,7 +72,7 @@ pub async fn compact(
     bases.check_writable().await?;
     let dest = db::connect(&config.destination, Role::Destination).await?;
     state::require(&dest).await?;
-    let targets = config.select_targets(names)?;
+    let targets = select(config, names)?;
     let versions = VersionState::list(&dest).await?;
     let mut done: Vec<u32> = Vec::new();
     let mut out = Vec::new();
@@ -239,6 +239,43 @@ async fn compact_table(
             "no new base: see the log for why".into()
         },
     })
+}
+
+/// The targets `names` name: each a target, or a source table
+/// (`schema.table`) that configured targets read (every target's when none
+/// is named).
+fn select<'a>(config: &'a Config, names: &[String]) -> Result<Vec<&'a crate::config::Target>> {
+    let mut out = Vec::new();
+    for name in names {
+        let reading: Vec<_> = config
+            .targets
+            .iter()
+            .filter(|t| t.source.to_string() == *name)
+            .collect();
+        match config.target(name) {
+            Ok(target) => out.push(target),
+            Err(_) if !reading.is_empty() => out.extend(reading),
+            Err(e) => {
+                let tables: Vec<String> = config
+                    .targets
+                    .iter()
+                    .map(|t| t.source.to_string())
+                    .collect();
+                return Err(Error::Request(format!(
+                    "{e}; nor is {name:?} a table a target reads ({})",
+                    if tables.is_empty() {
+                        "none".to_string()
+                    } else {
+                        tables.join(", ")
+                    }
+                )));
+            }
+        }
+    }
+    if names.is_empty() {
+        out.extend(config.targets.iter());
+    }
+    Ok(out)
 }
 
 /// The identity of cluster `system_id` as the archive shows it: its newest
