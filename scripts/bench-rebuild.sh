@@ -9,7 +9,9 @@
 # (a snapshot backfill in the exported snapshot, which leaves one in the
 # archive), then the updates and deletes are written: each replay starts
 # from that base and decodes only the WAL after it (the replays themselves
-# leave no base, so every run starts from the same one).
+# leave no base, so every run starts from the same one). Last, `walfill
+# compact` rolls that base forward, timed, with its peak RSS, checked to
+# read no source row and to create no slot.
 #
 # KEEP=1 keeps the databases (and their slots) afterwards to look at.
 #
@@ -189,6 +191,26 @@ for path in replay snapshot; do
     -v k="$(col "$path" 3)" -v w="$(col "$path" 4)" -v t="$(col "$path" 5)" -v p="$p" \
     'BEGIN { printf "%-40s %9.2f %7.2f %9.2f %9.0f %9.0f %9.1f\n", n, s, s / p, f, k / 1024, w, t }'
 done
+if [ -n "$FROM_BASE" ]; then
+  # Compaction of the same base: its rows and the WAL since, folded into a
+  # new base from the archive alone (no source row read, no slot made).
+  value "SELECT pg_switch_wal()" >/dev/null
+  value "CHECKPOINT" >/dev/null
+  value "SELECT pg_switch_wal()" >/dev/null
+  sleep 2
+  scans="SELECT seq_scan + coalesce(idx_scan, 0) FROM pg_stat_user_tables WHERE relname = 'orders'"
+  scans_before=$(value "$scans")
+  slots_before=$(value "SELECT count(*) FROM pg_replication_slots")
+  timed "$DIR/compact.time" env WALFILL_CONFIG="$DIR/base.toml" "$WALFILL" compact bench \
+    >"$DIR/compact.out" 2>"$DIR/compact.err" || die "walfill compact failed (log: $DIR/compact.err)"
+  grep -q "a new base at" "$DIR/compact.out" || die "no new base: $(cat "$DIR/compact.out")"
+  [ "$(value "$scans")" = "$scans_before" ] || die "the compaction read the source table"
+  [ "$(value "SELECT count(*) FROM pg_replication_slots")" = "$slots_before" ] ||
+    die "the compaction created a slot"
+  read -r secs kib <"$DIR/compact.time"
+  awk -v s="$secs" -v k="$kib" -v p="$p" \
+    'BEGIN { printf "%-40s %9.2f %7.2f %9s %9.0f   (no source row read, no slot)\n", "walfill compact (the base + WAL since)", s, s / p, "", k / 1024 }'
+fi
 echo "(ratio = walfill's whole-command seconds / the pipe's; seconds are whole commands, fill s the"
 echo " fill phase alone; WAL: what the destination cluster wrote during the command; temp: spilled runs at their"
 echo " peak and the destination's temporary files)"
