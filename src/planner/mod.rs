@@ -5,7 +5,9 @@
 //! the archive), contiguous archived WAL on one timeline from the base's
 //! restart point on, a schema known throughout, and only supported types in
 //! the columns the transform reads. Otherwise the backfill takes a
-//! snapshot, and the planner says exactly why.
+//! snapshot, and the planner says exactly why. A replay the archive can
+//! serve is also weighed against a snapshot ([`cost`]): one estimated more
+//! than `[backfill] replay_max_slowdown` times slower is a snapshot too.
 
 mod cost;
 mod creation;
@@ -36,7 +38,9 @@ use crate::plan::Plan;
 /// The `--path` a backfill is asked to take.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum PathChoice {
-    /// Replay when the archive covers the table, a snapshot otherwise.
+    /// Replay when the archive covers the table and the replay is estimated
+    /// at most `[backfill] replay_max_slowdown` times a snapshot's time; a
+    /// snapshot otherwise.
     #[default]
     Auto,
     /// Replay, or fail saying why not.
