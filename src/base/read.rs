@@ -23,25 +23,49 @@ fn storage(what: impl std::fmt::Display, e: impl std::fmt::Display) -> Error {
 /// The usable bases of table `relid` of database `database`, newest first.
 pub async fn find_bases(archive: &Archive, database: u32, relid: u32) -> Result<Vec<Manifest>> {
     let dir = table_dir(archive.prefix(), database, relid);
+    manifests_under(archive, &dir, relid, Some(database)).await
+}
+
+/// The usable bases of table `relid` in any database of the store, newest
+/// first (for work that knows the table but not the source's database).
+pub async fn find_bases_of(archive: &Archive, relid: u32) -> Result<Vec<Manifest>> {
+    let dir = archive.prefix().clone().join("base");
+    manifests_under(archive, &dir, relid, None).await
+}
+
+/// The manifests of table `relid`'s bases listed under `dir` (of
+/// `database`, or of any), newest first. Objects are named
+/// `.../base/<database>/<relid>/<boundary>/manifest.json`: only those of
+/// the table are read.
+async fn manifests_under(
+    archive: &Archive,
+    dir: &Path,
+    relid: u32,
+    database: Option<u32>,
+) -> Result<Vec<Manifest>> {
     let listed: Vec<object_store::ObjectMeta> = archive
         .store()
-        .list(Some(&dir))
+        .list(Some(dir))
         .try_collect()
         .await
         .map_err(|e| {
             storage(
-                format!("listing base snapshots under {}", archive.relative(&dir)),
+                format!("listing base snapshots under {}", archive.relative(dir)),
                 e,
             )
         })?;
+    let table = relid.to_string();
     let mut manifests = Vec::new();
     for meta in listed {
-        if meta.location.filename() != Some("manifest.json") {
+        let parts: Vec<&str> = meta.location.as_ref().rsplit('/').collect();
+        if parts.first() != Some(&"manifest.json") || parts.get(2) != Some(&table.as_str()) {
             continue;
         }
         let bytes = get(archive, &meta.location).await?;
         match serde_json::from_slice::<Manifest>(&bytes) {
-            Ok(m) if m.v == 1 && m.relid == relid && m.database == database => manifests.push(m),
+            Ok(m) if m.v == 1 && m.relid == relid && database.is_none_or(|d| m.database == d) => {
+                manifests.push(m)
+            }
             Ok(_) => {}
             Err(e) => {
                 tracing::warn!(object = %archive.relative(&meta.location), error = %e, "ignoring an unreadable base manifest")
@@ -50,42 +74,6 @@ pub async fn find_bases(archive: &Archive, database: u32, relid: u32) -> Result<
     }
     manifests.sort_by_key(|m| std::cmp::Reverse(m.boundary));
     Ok(manifests)
-}
-
-/// The usable bases of table `relid` in any database of the store, newest
-/// first (for work that knows the table but not the source's database).
-pub async fn find_bases_of(archive: &Archive, relid: u32) -> Result<Vec<Manifest>> {
-    let dir = archive.prefix().clone().join("base");
-    let listed: Vec<object_store::ObjectMeta> = archive
-        .store()
-        .list(Some(&dir))
-        .try_collect()
-        .await
-        .map_err(|e| {
-            storage(
-                format!("listing base snapshots under {}", archive.relative(&dir)),
-                e,
-            )
-        })?;
-    let mut databases: Vec<u32> = listed
-        .iter()
-        .filter(|m| m.location.filename() == Some("manifest.json"))
-        .filter_map(|m| {
-            let parts: Vec<&str> = m.location.as_ref().rsplit('/').collect();
-            // .../base/<database>/<relid>/<boundary>/manifest.json
-            (parts.get(2) == Some(&relid.to_string().as_str()))
-                .then(|| parts.get(3).and_then(|d| d.parse().ok()))
-                .flatten()
-        })
-        .collect();
-    databases.sort();
-    databases.dedup();
-    let mut all = Vec::new();
-    for database in databases {
-        all.extend(find_bases(archive, database, relid).await?);
-    }
-    all.sort_by_key(|m| std::cmp::Reverse(m.boundary));
-    Ok(all)
 }
 
 async fn get(archive: &Archive, path: &Path) -> Result<Bytes> {

@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use super::failover::{append, free_port, path_str};
+use super::failover::{append, free_port, initdb, path_str};
 use super::server::{as_server_owner, give_to_server, pg_bindir, server_command};
 
 static COUNTER: AtomicU32 = AtomicU32::new(0);
@@ -46,20 +46,7 @@ impl BackRestCluster {
         )
         .expect("write pgbackrest.conf");
         give_to_server(&dir);
-        as_server_owner(
-            &pg_bindir().join("initdb"),
-            &[
-                "-D",
-                path_str(&data),
-                "-U",
-                "postgres",
-                "--auth=trust",
-                "--no-locale",
-                "-E",
-                "UTF8",
-                "--wal-segsize=1",
-            ],
-        );
+        initdb(&data);
         append(
             &data.join("postgresql.auto.conf"),
             &format!(

@@ -37,6 +37,25 @@ pub(super) fn free_port() -> u16 {
         .port()
 }
 
+/// Creates a cluster of 1 MiB segments in `data`, superuser `postgres`
+/// trusted, without a locale.
+pub(super) fn initdb(data: &Path) {
+    as_server_owner(
+        &pg_bindir().join("initdb"),
+        &[
+            "-D",
+            path_str(data),
+            "-U",
+            "postgres",
+            "--auth=trust",
+            "--no-locale",
+            "-E",
+            "UTF8",
+            "--wal-segsize=1",
+        ],
+    );
+}
+
 pub(super) fn path_str(path: &Path) -> &str {
     path.to_str().expect("utf-8 path")
 }
@@ -54,20 +73,7 @@ impl Failover {
         std::fs::create_dir_all(&archive).expect("archive folder");
         give_to_server(&dir);
         let data = dir.join("primary");
-        as_server_owner(
-            &pg_bindir().join("initdb"),
-            &[
-                "-D",
-                path_str(&data),
-                "-U",
-                "postgres",
-                "--auth=trust",
-                "--no-locale",
-                "-E",
-                "UTF8",
-                "--wal-segsize=1",
-            ],
-        );
+        initdb(&data);
         let port = free_port();
         let arch = archive.display();
         let conf = format!(
