@@ -26,6 +26,7 @@ mod replay;
 mod resume;
 mod serve;
 mod snapshot;
+mod summaries;
 mod swap;
 mod toast;
 mod torture;

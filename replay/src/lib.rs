@@ -16,6 +16,7 @@ pub mod archive;
 pub mod change;
 pub mod decode;
 pub mod lsn;
+pub mod summary;
 pub mod tuple;
 pub mod types;
 pub mod wal;

@@ -95,7 +95,12 @@ pub async fn wal_push(config: &Config, path: &Path) -> Result<PushOutcome, Archi
         PushFile::Segment { stem, partial } => {
             let (name, size) = check_segment(stem, &bytes).map_err(not_wal)?;
             let archive = archive.with_segment_size(size)?;
-            push_segment(&archive, name, size, partial, bytes).await?
+            let stored = Bytes::from(bytes);
+            let outcome = push_segment(&archive, name, size, partial, stored.clone()).await?;
+            if !partial {
+                summarize_before(config, &archive, name, stored).await;
+            }
+            outcome
         }
         PushFile::Verbatim => push_verbatim(&archive, file_name, bytes).await?,
     };
@@ -150,7 +155,7 @@ async fn push_segment(
     name: SegmentName,
     size: u32,
     partial: bool,
-    bytes: Vec<u8>,
+    bytes: Bytes,
 ) -> Result<PushOutcome, ArchiverError> {
     let start = name.segno.start_lsn(u64::from(size));
     let list = archive.segments_from(start, Some(name.timeline)).await?;
@@ -174,6 +179,27 @@ async fn push_segment(
         archive.delete_partials(name).await?;
     }
     Ok(PushOutcome::Stored(object))
+}
+
+/// Summarizes the segment before `name` (just stored), beside the bases
+/// (`[archive] bases_url`, else the archive): with both stored, its last
+/// record is complete. A segment left without a summary is read whole by
+/// replays, so a failure here is only reported.
+async fn summarize_before(config: &Config, archive: &Archive, name: SegmentName, bytes: Bytes) {
+    let store = match config.archive_settings.bases_url {
+        Some(_) => match config.open_bases().transpose() {
+            Ok(Some(store)) => store,
+            Ok(None) => return,
+            Err(e) => {
+                tracing::warn!(error = %e, "no segment summary: the store of bases cannot be opened");
+                return;
+            }
+        },
+        None => archive.clone(),
+    };
+    if let Err(e) = archive.summarize_before(&store, name, bytes, None).await {
+        tracing::warn!(error = %e, "could not summarize the segment before this one");
+    }
 }
 
 /// The content of a segment as a reader of the archive sees it.

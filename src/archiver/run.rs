@@ -100,7 +100,18 @@ pub async fn archive(
     );
 
     let server_end = Arc::new(AtomicU64::new(system.flushed.0));
-    let mut writer = Writer::spawn(archive, start, server_end.clone(), cancel.clone());
+    // Summaries go beside the bases: `[archive] bases_url`, else the archive.
+    let summaries = match config.archive_settings.bases_url {
+        Some(_) => config.open_bases().transpose()?,
+        None => Some(archive.clone()),
+    };
+    let mut writer = Writer::spawn(
+        archive,
+        summaries,
+        start,
+        server_end.clone(),
+        cancel.clone(),
+    );
     let settings = Settings {
         source: &config.source,
         slot: &slot,

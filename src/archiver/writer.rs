@@ -20,7 +20,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use walfill_replay::archive::{Archive, ArchiveError};
-use walfill_replay::Lsn;
+use walfill_replay::{Lsn, SegmentName};
 
 use super::error::ArchiverError;
 use super::segment::SegmentBytes;
@@ -63,6 +63,7 @@ impl Writer {
     /// `server_end` is read for the lag in log lines.
     pub(crate) fn spawn(
         archive: Archive,
+        summaries: Option<Archive>,
         durable: Lsn,
         server_end: Arc<AtomicU64>,
         cancel: CancellationToken,
@@ -74,7 +75,13 @@ impl Writer {
         };
         let (progress_tx, progress_rx) = watch::channel(progress);
         let url = archive.url().to_string();
-        let task = tokio::spawn(run(archive, rx, progress_tx, server_end, cancel));
+        let task = tokio::spawn(run(
+            (archive, summaries),
+            rx,
+            progress_tx,
+            server_end,
+            cancel,
+        ));
         Writer {
             url,
             tx: Some(tx),
@@ -179,13 +186,15 @@ impl Drop for Writer {
 
 /// The writer task: jobs in order until the channel closes or a write fails for good.
 async fn run(
-    archive: Archive,
+    (archive, summaries): (Archive, Option<Archive>),
     mut rx: mpsc::Receiver<Job>,
     progress_tx: watch::Sender<Progress>,
     server_end: Arc<AtomicU64>,
     cancel: CancellationToken,
 ) -> Result<(), ArchiverError> {
     let mut progress = *progress_tx.borrow();
+    // The last complete segment stored, to summarize once the next one is.
+    let mut previous: Option<(SegmentName, Bytes)> = None;
     while let Some(Job { segment, partial }) = rx.recv().await {
         let SegmentBytes { name, bytes, end } = segment;
         let bytes = Bytes::from(bytes);
@@ -209,6 +218,20 @@ async fn run(
                 tracing::warn!(error = %e, segment = %object, "could not delete the segment's .partial files; readers prefer the complete file");
             }
             progress.segments += 1;
+            if let Some(store) = &summaries {
+                let before = previous
+                    .take()
+                    .filter(|(n, _)| n.timeline == name.timeline && n.segno.next() == name.segno)
+                    .map(|(_, b)| b);
+                // A segment without a summary is read whole: nothing to retry.
+                if let Err(e) = archive
+                    .summarize_before(store, name, bytes.clone(), before)
+                    .await
+                {
+                    tracing::warn!(error = %e, segment = %object, "could not summarize the segment before this one");
+                }
+                previous = Some((name, bytes.clone()));
+            }
             tracing::info!(
                 object = %object,
                 wal_end = %end,

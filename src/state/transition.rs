@@ -297,6 +297,7 @@ impl VersionState {
         }
         if let Some(read) = read {
             detail["segments_read"] = read.segments.into();
+            detail["segments_summarized"] = read.summarized.into();
             detail["wal_read_bytes"] = read.bytes.into();
             detail["first_segment_lsn"] = read.first.map(|l| l.to_string()).into();
         }

@@ -7,6 +7,7 @@ use std::process::{Command, Output};
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+use walfill_replay::summary::SegmentSummary;
 use walfill_replay::{Lsn, SegmentName, SegmentNo};
 
 use super::{decode_segments, lsn, wait_until, LocalArchive, COUNTER};
@@ -209,6 +210,20 @@ fn wal_push_as_archive_command() {
         "{:?}",
         archive.files()
     );
+
+    // Each segment has its summary once the next one is stored.
+    for pair in names.windows(2) {
+        let path = archive.dir.join("summary").join(&pair[0]);
+        let stored = std::fs::read(&path).unwrap_or_default();
+        let summary =
+            SegmentSummary::decode(&stored).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        assert!(
+            summary.object.name.ends_with(&format!("{}.zst", pair[0])),
+            "{:?}",
+            summary.object
+        );
+        assert!(!summary.events.is_empty(), "{}", path.display());
+    }
 
     // Pushing the same file again: success, nothing changes.
     let name = &names[1];

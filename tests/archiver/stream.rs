@@ -82,6 +82,25 @@ fn archive_keeps_up_with_several_segments() {
         elapsed.as_secs_f64()
     );
 
+    // Each complete segment followed by another has its summary, made as
+    // the next one was stored.
+    let complete: Vec<String> = archive
+        .files()
+        .into_iter()
+        .filter(|f| f.len() == 28 && f.ends_with(".zst"))
+        .collect();
+    for pair in complete.windows(2) {
+        let path = archive.dir.join("summary").join(&pair[0][..24]);
+        let stored = std::fs::read(&path).unwrap_or_default();
+        let summary = walfill_replay::summary::SegmentSummary::decode(&stored)
+            .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        assert!(
+            summary.object.name.ends_with(&pair[0]),
+            "{:?}",
+            summary.object
+        );
+    }
+
     // The slot moved to what the archive holds, and no further.
     let restart = slot.restart_lsn();
     assert!(restart >= until, "slot at {restart}, before {until}");

@@ -84,6 +84,7 @@ mod list;
 mod name;
 mod open;
 mod read;
+mod summaries;
 mod write;
 
 pub use blocking::SegmentReceiver;
@@ -93,6 +94,7 @@ pub use layout::Layout;
 pub use list::{ArchivedSegment, SegmentList};
 pub use name::SegmentFile;
 pub use read::{ReadOptions, SegmentData};
+pub use summaries::PlannedRead;
 
 /// Name of the directory holding WAL under the archive prefix.
 const WAL_DIR: &str = "wal";

@@ -285,7 +285,7 @@ impl Drop for Fetch {
 
 /// Downloads one segment file and decompresses it on a blocking thread.
 /// `lsn` is the first LSN of the range it holds, for errors.
-async fn fetch(
+pub(super) async fn fetch(
     archive: Archive,
     segment: ArchivedSegment,
     segment_size: u32,

@@ -361,6 +361,11 @@ impl JournalTracker {
         );
     }
 
+    /// Whether some transaction has catalog changes not yet committed.
+    pub(crate) fn has_overlays(&self) -> bool {
+        !self.overlays.is_empty()
+    }
+
     /// Transaction `top` wrote `file`, which no relation it knows of has.
     pub(crate) fn unknown_file(&mut self, top: u32, file: crate::wal::RelFileLocator) {
         if top != 0 {

@@ -27,6 +27,7 @@ mod reorder;
 mod row;
 mod segments;
 mod spill;
+mod summarized;
 mod truncate;
 mod typeinfo;
 
@@ -38,7 +39,7 @@ pub use journal::{
     LostRelation, ERROR_PREFIX as JOURNAL_ERROR_PREFIX, PREFIX as JOURNAL_PREFIX,
 };
 pub use row::{is_supported, UnsupportedColumn};
-pub use segments::{decode_segments, FeedOutcome};
+pub use segments::{decode_planned, decode_segments, FeedOutcome, PlannedSegment, SegmentSource};
 pub use spill::{ChangeRef, DatumIter, DatumRef, Datums};
 pub use typeinfo::{TypeAttr, TypeRow, TypeRows};
 
@@ -643,7 +644,8 @@ impl Decoder {
                 }
             }
             WalEvent::SmgrCreate { rel, fork } => {
-                if fork == crate::wal::ForkNumber::MAIN {
+                // Only this database's files can become its tables'.
+                if fork == crate::wal::ForkNumber::MAIN && rel.db == self.catalog.database {
                     self.held.created(top, record.xid, rel, lsn);
                 }
                 if self.options.follow_new_files {
@@ -694,17 +696,7 @@ impl Decoder {
         has_data: bool,
     ) -> Option<std::sync::Arc<RelationSchema>> {
         let catalog = self.journal.catalog_for(top, &self.catalog);
-        let fallback = self.options.fallback.as_deref();
-        let found = catalog
-            .by_file(file)
-            .or_else(|| {
-                self.options
-                    .known_files
-                    .get(file)
-                    .and_then(|oid| catalog.by_oid(*oid))
-            })
-            .or_else(|| fallback.and_then(|f| f.by_file(file)));
-        match found {
+        match self.resolve(catalog, file) {
             Some(rel) if self.wanted(rel) => Some(rel.clone()),
             Some(_) => {
                 // A left-out table's change: the TOAST chunks written just

@@ -50,8 +50,10 @@ pub struct ExternalFold {
 /// compaction save, reported in the `filled` event and in `status`.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct WalRead {
-    /// Segments read.
+    /// Segments read whole.
     pub segments: u64,
+    /// Segments whose summary stood in for them.
+    pub summarized: u64,
     /// Bytes of WAL decoded.
     pub bytes: u64,
     /// Where the first segment read starts.

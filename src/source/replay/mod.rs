@@ -23,9 +23,10 @@ use tokio_util::sync::CancellationToken;
 use walfill_core::{Lsn, TxnVersions};
 use walfill_replay::archive::{Archive, ReadOptions};
 use walfill_replay::decode::{
-    decode_segments, Catalog, DecodeOptions, Decoder, Identity, LostRelation, NewRelation,
+    decode_planned, Catalog, DecodeOptions, Decoder, Identity, LostRelation, NewRelation,
     RelationSchema, UnsupportedColumn,
 };
+use walfill_replay::summary::SegmentSummary;
 use walfill_replay::TimelineId;
 
 use crate::apply::{Batch, Era, ExternalFold, Folder, HistorySource, Spilled};
@@ -140,6 +141,7 @@ impl ReplaySource {
         let (tx, batches) = mpsc::channel::<Batch>(2);
         let runtime = tokio::runtime::Handle::current();
         let archive = archive.clone();
+        let summaries = summary_store(&archive, range.bases.as_ref()).await;
         let folder = match &leaves {
             Some(_) => Folder::new(plan.clone(), Era::Past).keeping_every_column(),
             None => Folder::new(plan.clone(), Era::Past),
@@ -162,14 +164,6 @@ impl ReplaySource {
                 .name("walfill-fold".into())
                 .spawn(move || folder.run(messages))
                 .map_err(|e| Error::Internal(format!("starting the fold thread: {e}")))?;
-            let segments = archive.read_blocking(
-                &runtime,
-                range.restart,
-                Some(range.boundary),
-                ReadOptions::default()
-                    .with_read_ahead(READ_AHEAD)
-                    .following(TimelineId(range.identity.timeline)),
-            );
             let mut decoder = Decoder::new(catalog, options);
             let mut sink = sink::ForwardSink {
                 out: to_fold,
@@ -182,13 +176,40 @@ impl ReplaySource {
                 read: range.restart,
                 rate: 0.0,
             };
-            let fed = decode_segments(
-                segments,
+            let planned = runtime.block_on(archive.read_planned(
+                &runtime,
                 range.restart,
                 Some(range.boundary),
-                &mut decoder,
-                &mut sink,
-            );
+                ReadOptions::default()
+                    .with_read_ahead(READ_AHEAD)
+                    .following(TimelineId(range.identity.timeline)),
+                summaries.as_ref().map(|store| (store, range.database)),
+                &mut |file, why| {
+                    tracing::warn!(
+                        segment = %file,
+                        "the summary of this segment is unusable ({why}); reading the segment whole"
+                    )
+                },
+            ));
+            let saving = summaries.map(|store| summary_writer(&runtime, store, segment_size));
+            let fed = planned.map_err(Into::into).and_then(|mut planned| {
+                decode_planned(
+                    &mut planned,
+                    range.restart,
+                    Some(range.boundary),
+                    &mut decoder,
+                    &mut sink,
+                    &mut |summary| {
+                        if let Some((tx, _)) = &saving {
+                            let _ = tx.send(summary);
+                        }
+                    },
+                )
+            });
+            if let Some((tx, task)) = saving {
+                drop(tx);
+                let _ = runtime.block_on(task);
+            }
             let fed = fed.map_err(|e| match e.is_history_gap() {
                 true => Error::History(e.to_string()),
                 false => Error::Decode(e.to_string()),
@@ -220,6 +241,7 @@ impl ReplaySource {
                 end: fed.end,
                 read: crate::apply::WalRead {
                     segments: fed.segments,
+                    summarized: fed.summarized,
                     bytes: fed.wal_bytes,
                     first: fed.first_segment,
                 },
@@ -332,4 +354,31 @@ pub fn check(plan: &Plan, from: Lsn, outcome: &ReplayOutcome) -> Result<()> {
         )));
     }
     Ok(())
+}
+
+/// Where segment summaries are read and written: the store of bases (the
+/// archive itself in walfill's layout), when walfill may write there.
+/// Another tool's archive without `[archive] bases_url` has none.
+async fn summary_store(archive: &Archive, bases: Option<&Archive>) -> Option<Archive> {
+    let store = bases.unwrap_or(archive).clone();
+    store.check_writable().await.ok().map(|()| store)
+}
+
+/// A task storing the summaries a replay made of the segments it read
+/// whole, for the next replays to read only those summaries. A summary not
+/// stored costs a later replay reading its segment whole, nothing more.
+fn summary_writer(
+    runtime: &tokio::runtime::Handle,
+    store: Archive,
+    segment_size: u32,
+) -> (mpsc::UnboundedSender<SegmentSummary>, JoinHandle<()>) {
+    let (tx, mut rx) = mpsc::unbounded_channel::<SegmentSummary>();
+    let task = runtime.spawn(async move {
+        while let Some(summary) = rx.recv().await {
+            if let Err(e) = store.put_summary(&summary, segment_size).await {
+                tracing::warn!(error = %e, "could not store a segment summary");
+            }
+        }
+    });
+    (tx, task)
 }

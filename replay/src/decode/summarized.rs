@@ -1,0 +1,148 @@
+//! Taking a segment's summary in place of its records.
+//!
+//! A summary stands in for its segment only when the records it leaves out
+//! could change nothing the decoder emits or keeps: no row change of a
+//! wanted relation, no file or catalog journal of this database, nothing
+//! while a transaction is creating files (whose every write the decoder
+//! watches). Then feeding its whole records and touches leaves the decoder
+//! as reading every record would have, and getting the choice wrong can
+//! only cost reading a segment whole.
+
+use crate::lsn::Lsn;
+use crate::summary::{touch, SegmentSummary, SummaryEvent};
+use crate::wal::{PgMajor, Record, RelFileLocator, RmgrId};
+
+use super::error::ReplayError;
+use super::{Decoder, RelationSchema, Sink, WAL_LEVEL_LOGICAL};
+
+impl Decoder {
+    /// Why the segment `summary` stands for must be read whole, or `None`
+    /// when the summary can take its place.
+    pub fn summary_verdict(&self, summary: &SegmentSummary) -> Option<&'static str> {
+        if self.options.journal_only || summary.start < self.options.changes_from {
+            return Some("decoding reads every record here");
+        }
+        if self.held.creating() {
+            return Some("a transaction is creating relation files");
+        }
+        if self.wal_level.is_some_and(|l| l < WAL_LEVEL_LOGICAL) {
+            return Some("the server ran with wal_level below logical");
+        }
+        if self.journal.has_overlays() {
+            return Some("a transaction has changed this database's catalog");
+        }
+        let ours = self.catalog.database;
+        for event in &summary.events {
+            match event {
+                SummaryEvent::Kept { db, rmid, .. } => {
+                    let any_db =
+                        matches!(RmgrId(*rmid), RmgrId::XACT | RmgrId::STANDBY | RmgrId::XLOG);
+                    if !any_db && (*db == ours || *db == u32::MAX) {
+                        return Some("it holds a file, TRUNCATE or message of this database");
+                    }
+                }
+                SummaryEvent::Touch { file, kind, .. } if file.db == ours => {
+                    if kind & touch::TOAST != 0 && !self.other_toast(file) {
+                        return Some("it holds TOAST chunks of a wanted table");
+                    }
+                    if kind & (touch::LOOKUP | touch::CONFIRM) != 0 {
+                        match self.resolve(&self.catalog, file) {
+                            Some(rel) if self.wanted(rel) => {
+                                return Some("it changes a wanted table")
+                            }
+                            Some(_) => {}
+                            None if kind & touch::DATA != 0 || kind & touch::CONFIRM != 0 => {
+                                return Some("it changes a table no description names")
+                            }
+                            None => {}
+                        }
+                    }
+                }
+                SummaryEvent::Touch { .. } | SummaryEvent::Link { .. } => {}
+            }
+        }
+        None
+    }
+
+    /// Feeds the events of `summary` before `to` in place of the segment's
+    /// records; `summary_verdict` must have accepted it. Returns where the
+    /// last one fed ends, and whether one at or after `to` stopped it.
+    pub fn apply_summary(
+        &mut self,
+        summary: &SegmentSummary,
+        major: PgMajor,
+        to: Option<Lsn>,
+        sink: &mut dyn Sink,
+    ) -> Result<(Lsn, bool), ReplayError> {
+        let ours = self.catalog.database;
+        for event in &summary.events {
+            let lsn = event.lsn();
+            if to.is_some_and(|to| lsn >= to) {
+                return Ok((lsn, true));
+            }
+            match event {
+                SummaryEvent::Kept { end, bytes, .. } => {
+                    let record = Record::parse(lsn, *end, bytes.clone())?;
+                    self.process(&record, major, sink)?;
+                }
+                SummaryEvent::Link { sub, top, .. } => self.reorder.link(*sub, *top, lsn)?,
+                // Other databases' changes leave nothing behind.
+                SummaryEvent::Touch {
+                    xid, file, kind, ..
+                } if file.db == ours => {
+                    let top = self.reorder.top(*xid);
+                    self.snapshot(top);
+                    if !self.follows(top, file) {
+                        continue;
+                    }
+                    if kind & touch::SUPER != 0 {
+                        let txn = self.reorder.txn(top);
+                        txn.speculative = None;
+                        txn.toast.clear();
+                    }
+                    if kind & touch::LOOKUP != 0 {
+                        let catalog = self.journal.catalog_for(top, &self.catalog);
+                        if self.resolve(catalog, file).is_some() {
+                            // Another table's change: its TOAST chunks are
+                            // its own.
+                            self.reorder.txn(top).toast.clear();
+                        } else {
+                            self.stats.unknown_relation_records += 1;
+                            self.journal.unknown_file(top, *file);
+                        }
+                    }
+                }
+                SummaryEvent::Touch { .. } => {}
+            }
+        }
+        Ok((summary.last_end, false))
+    }
+
+    /// The relation a file belongs to, as the decoder looks it up: the
+    /// catalog, then files recorded outside the WAL, then the fallback.
+    pub(super) fn resolve<'a>(
+        &'a self,
+        catalog: &'a super::Catalog,
+        file: &RelFileLocator,
+    ) -> Option<&'a std::sync::Arc<RelationSchema>> {
+        let fallback = self.options.fallback.as_deref();
+        catalog
+            .by_file(file)
+            .or_else(|| {
+                self.options
+                    .known_files
+                    .get(file)
+                    .and_then(|oid| catalog.by_oid(*oid))
+            })
+            .or_else(|| fallback.and_then(|f| f.by_file(file)))
+    }
+
+    /// Whether `file` is the TOAST table of a relation that is not wanted.
+    fn other_toast(&self, file: &RelFileLocator) -> bool {
+        let fallback = self.options.fallback.as_deref();
+        self.catalog
+            .by_toast_file(file)
+            .or_else(|| fallback.and_then(|f| f.by_toast_file(file)))
+            .is_some_and(|owner| !self.wanted(owner))
+    }
+}
