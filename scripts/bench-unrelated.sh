@@ -10,7 +10,9 @@
 # that part wrote (inserts of 20000 rows a transaction), so the table's
 # changes are spread over a range of WAL FACTOR + 1 times as long; the
 # "quiet" one is loaded after, with nothing else writing. Each replays from
-# its table's creation (base snapshots off) to a boundary after both.
+# its table's creation (base snapshots off) to a boundary after both, so
+# the noisy replay's range also holds the quiet table's history: more WAL
+# of another database.
 #
 # Summaries are built first, as the archiver builds them as segments
 # arrive: the cluster's archive_command here is a plain copy, so one
@@ -80,6 +82,10 @@ value "$OTHER" "CREATE TABLE filler (id int, pad text)" >/dev/null
 # writes FACTOR times each part's WAL after it.
 load() {
   local db="$1" noise="$2" part=$((ROWS / 5)) from lsn written
+  # A checkpoint logs the running transactions: a restart point just
+  # before the table's creation, as a busy cluster's background writer
+  # logs one every 15 s.
+  value "$db" "CHECKPOINT" >/dev/null
   value "$db" "CREATE TABLE orders (id bigint PRIMARY KEY, customer_id int NOT NULL,
                  status text NOT NULL, total_cents bigint NOT NULL, note text)" >/dev/null
   for p in 0 1 2 3 4; do

@@ -132,9 +132,38 @@ fn other_databases_wal_is_read_from_summaries_and_a_bad_or_missing_one_is_read_w
         written.len()
     );
 
+    // The planner counts them out of the WAL a replay reads whole.
+    let plan: serde_json::Value = serde_json::from_str(
+        &walfill(&src, &dest, &bases, Some("v2")).ok(&["plan", "items_v", "--json"]),
+    )
+    .unwrap();
+    let summarized = plan["estimates"]["replay_summarized_bytes"]
+        .as_u64()
+        .unwrap();
+    assert!(summarized >= 3 * segment, "{plan:#}");
+
     // The next one takes the other database's segments from them.
-    walfill(&src, &dest, &bases, Some("v2")).ok(&["backfill", "items_v", "--path", "replay"]);
+    let out =
+        walfill(&src, &dest, &bases, Some("v2")).run(&["backfill", "items_v", "--path", "replay"]);
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{log}");
     check("v2");
+    // So does the planner's scan of the catalog journal.
+    let scanned = log
+        .split("segments_summarized=")
+        .skip(1)
+        .filter_map(|rest| {
+            rest.split(|c: char| !c.is_ascii_digit())
+                .next()?
+                .parse::<u64>()
+                .ok()
+        })
+        .max()
+        .unwrap_or(0);
+    assert!(
+        scanned + 2 >= written.len() as u64,
+        "the journal scan: {log}"
+    );
     let (whole, summarized) = read(&dest, "v2");
     assert!(
         summarized + 2 >= written.len() as u64,

@@ -99,3 +99,37 @@ pub fn undecodable(relation: &NewRelation) -> Option<String> {
             )
         })
 }
+
+/// Where segment summaries are read and written: the store of bases (the
+/// archive itself in walfill's layout), when walfill may write there.
+/// Another tool's archive without `[archive] bases_url` has none.
+pub async fn summary_store(
+    archive: &walfill_replay::archive::Archive,
+    bases: Option<&walfill_replay::archive::Archive>,
+) -> Option<walfill_replay::archive::Archive> {
+    let store = bases.unwrap_or(archive).clone();
+    store.check_writable().await.ok().map(|()| store)
+}
+
+/// A task storing the summaries a replay or journal scan made of the segments it read
+/// whole, for the next replays to read only those summaries. A summary not
+/// stored costs a later replay reading its segment whole, nothing more.
+pub fn summary_writer(
+    runtime: &tokio::runtime::Handle,
+    store: walfill_replay::archive::Archive,
+    segment_size: u32,
+) -> (
+    tokio::sync::mpsc::UnboundedSender<walfill_replay::summary::SegmentSummary>,
+    tokio::task::JoinHandle<()>,
+) {
+    let (tx, mut rx) =
+        tokio::sync::mpsc::unbounded_channel::<walfill_replay::summary::SegmentSummary>();
+    let task = runtime.spawn(async move {
+        while let Some(summary) = rx.recv().await {
+            if let Err(e) = store.put_summary(&summary, segment_size).await {
+                tracing::warn!(error = %e, "could not store a segment summary");
+            }
+        }
+    });
+    (tx, task)
+}

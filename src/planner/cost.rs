@@ -159,8 +159,11 @@ pub struct Estimates {
     pub replay_seconds: f64,
     /// Seconds a snapshot would take: the table's rows.
     pub snapshot_seconds: f64,
-    /// Archived WAL the replay would decode.
+    /// Archived WAL the replay would decode, read whole.
     pub replay_wal_bytes: u64,
+    /// Archived WAL it would take from segment summaries instead (not in
+    /// `replay_wal_bytes`).
+    pub replay_summarized_bytes: u64,
     /// Rows the replay would load from its base.
     pub replay_base_rows: u64,
     /// Rows a snapshot would copy.
@@ -190,6 +193,7 @@ impl Estimates {
             replay_seconds,
             snapshot_seconds,
             replay_wal_bytes: wal_bytes,
+            replay_summarized_bytes: 0,
             replay_base_rows: base_rows,
             snapshot_rows: rows,
             replay_max_slowdown,

@@ -26,6 +26,8 @@ use crate::error::Result;
 /// The archive's contiguous run of segments and whose WAL it holds.
 pub(super) struct Archived<'a> {
     pub archive: &'a Archive,
+    /// Where segment summaries are kept, if anywhere.
+    pub summaries: Option<&'a Archive>,
     pub database: u32,
     pub identity: &'a Identity,
     /// Every segment, sorted.
@@ -59,7 +61,15 @@ impl Archived<'_> {
     }
 
     async fn scan(&self, from: Lsn, to: Option<Lsn>) -> Result<Scan> {
-        scan_journal(self.archive, self.database, self.identity, None, from, to).await
+        scan_journal(
+            (self.archive, self.summaries),
+            self.database,
+            self.identity,
+            None,
+            from,
+            to,
+        )
+        .await
     }
 }
 

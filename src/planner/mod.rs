@@ -26,7 +26,7 @@ use serde::{Deserialize, Serialize};
 use tokio_postgres::Client;
 use tokio_util::sync::CancellationToken;
 use walfill_core::Lsn;
-use walfill_replay::archive::ArchiveError;
+use walfill_replay::archive::{Archive, ArchiveError, ReadOptions};
 use walfill_replay::decode::{changed_without_rows, is_supported, LostRelation};
 use walfill_replay::{SegmentNo, TimelineId};
 
@@ -109,6 +109,9 @@ pub struct Decision {
     pub start: Option<ReplayStart>,
     /// WAL between the replay's start and the source's current position.
     pub wal_bytes: u64,
+    /// Of it, archived WAL whose segment summaries show nothing of the
+    /// table's database a replay needs: taken from the summaries.
+    pub summarized_bytes: u64,
     /// Rows of the table, estimated.
     pub estimated_rows: i64,
     /// The table was never analyzed: the estimate comes from its size.
@@ -142,6 +145,7 @@ impl Decision {
             reason: reason.into(),
             start: None,
             wal_bytes: 0,
+            summarized_bytes: 0,
             estimated_rows: rows,
             estimated_from_size: false,
             source_lsn,
@@ -228,13 +232,15 @@ fn weigh(
         ReplayStart::Snapshot { manifest } => manifest.rows,
         ReplayStart::Creation { .. } => 0,
     };
-    let estimates = Estimates::weigh(
-        decision.wal_bytes,
+    let summarized = decision.summarized_bytes.min(decision.wal_bytes);
+    let mut estimates = Estimates::weigh(
+        decision.wal_bytes - summarized,
         base_rows,
         plan.source.estimated_rows.max(0) as u64,
         rates.clone(),
         config.backfill.replay_max_slowdown,
     );
+    estimates.replay_summarized_bytes = summarized;
     if choice == PathChoice::Auto && !estimates.replay_wins() {
         let mut snapshot = Decision::snapshot(
             estimates.rule.clone(),
@@ -333,6 +339,8 @@ async fn decide_replay(config: &Config, source: &Client, plan: &Plan) -> Result<
     }
     let archive = config.open_archive(url)?;
     let identity = source_identity(config).await?;
+    let bases = config.open_bases().and_then(|b| b.ok());
+    let summaries = crate::base::summary_store(&archive, bases.as_ref()).await;
     let list = match archive.segments(None).await {
         Ok(list) => list,
         Err(ArchiveError::NoSegments { .. }) => {
@@ -418,7 +426,7 @@ async fn decide_replay(config: &Config, source: &Client, plan: &Plan) -> Result<
         }
         Some(b) => {
             scan_journal(
-                &archive,
+                (&archive, summaries.as_ref()),
                 database,
                 &identity,
                 Some(&b.relation),
@@ -430,6 +438,7 @@ async fn decide_replay(config: &Config, source: &Client, plan: &Plan) -> Result<
         None => {
             let archived = creation::Archived {
                 archive: &archive,
+                summaries: summaries.as_ref(),
                 database,
                 identity: &identity,
                 segments: &segments,
@@ -559,6 +568,13 @@ async fn decide_replay(config: &Config, source: &Client, plan: &Plan) -> Result<
         }
     }
     let wal_bytes = source_lsn.checked_sub(start.restart()).unwrap_or(0);
+    let summarized_bytes = summarized_wal(
+        (&archive, summaries.as_ref()),
+        start.restart(),
+        database,
+        TimelineId(identity.timeline),
+    )
+    .await;
     let estimated = match &start {
         ReplayStart::Snapshot { manifest } => manifest.rows as i64,
         ReplayStart::Creation { .. } => rows,
@@ -572,6 +588,7 @@ async fn decide_replay(config: &Config, source: &Client, plan: &Plan) -> Result<
         ),
         start: Some(start),
         wal_bytes,
+        summarized_bytes,
         estimated_rows: estimated.max(rows),
         estimated_from_size: false,
         source_lsn,
@@ -581,6 +598,31 @@ async fn decide_replay(config: &Config, source: &Client, plan: &Plan) -> Result<
         warnings: Vec::new(),
         estimates: None,
     })
+}
+
+/// Bytes of the archived WAL from `restart` on that a replay of a table of
+/// `database` would take from segment summaries (0 without a store of
+/// summaries, or when they cannot be read: the estimate then counts it all).
+async fn summarized_wal(
+    (archive, store): (&Archive, Option<&Archive>),
+    restart: Lsn,
+    database: u32,
+    timeline: TimelineId,
+) -> u64 {
+    let Some(store) = store else {
+        return 0;
+    };
+    let options = ReadOptions::default().following(timeline);
+    match archive
+        .survey_summaries(store, restart, options, database)
+        .await
+    {
+        Ok(survey) => survey.summarized_bytes,
+        Err(e) => {
+            tracing::debug!(error = %e, "segment summaries not surveyed");
+            0
+        }
+    }
 }
 
 /// The oldest transaction that wrote one of the table's catalog rows
@@ -703,10 +745,11 @@ pub fn print(target: &str, decision: &Decision, json: bool) -> Result<()> {
     }
     if let Some(e) = &decision.estimates {
         crate::say!(
-            "  estimates: replay {:.1} s ({:.1} MiB of WAL, {} rows from its base), snapshot \
-             {:.1} s ({} rows)",
+            "  estimates: replay {:.1} s ({:.1} MiB of WAL read whole, {:.1} MiB from segment \
+             summaries, {} rows from its base), snapshot {:.1} s ({} rows)",
             e.replay_seconds,
             e.replay_wal_bytes as f64 / 1048576.0,
+            e.replay_summarized_bytes as f64 / 1048576.0,
             e.replay_base_rows,
             e.snapshot_seconds,
             e.snapshot_rows

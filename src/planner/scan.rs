@@ -5,11 +5,12 @@
 use walfill_core::{Lsn, RowChange};
 use walfill_replay::archive::{Archive, ReadOptions};
 use walfill_replay::decode::{
-    decode_segments, Catalog, Creation, DecodeOptions, Decoder, Identity, LostRelation,
-    NewRelation, RelationSchema, Sink, SinkError, TxnInfo,
+    decode_planned, Catalog, Creation, DecodeOptions, Decoder, Identity, LostRelation, NewRelation,
+    RelationSchema, Sink, SinkError, TxnInfo,
 };
 use walfill_replay::TimelineId;
 
+use crate::base::summary_writer;
 use crate::error::{Error, Result};
 
 /// What a journal scan found.
@@ -68,8 +69,10 @@ impl Sink for Discard {
 /// Scans the WAL of database `database` in the archive from `from` to the
 /// end of the archive (or `to`), starting with the tables of `known` (the
 /// relation of a base snapshot). WAL that is not `identity`'s is an error.
+/// Segments whose summary (in `summaries`, when given) can stand in for
+/// them are not read; those read whole that had none are summarized.
 pub async fn scan_journal(
-    archive: &Archive,
+    (archive, summaries): (&Archive, Option<&Archive>),
     database: u32,
     identity: &Identity,
     known: Option<&NewRelation>,
@@ -80,9 +83,23 @@ pub async fn scan_journal(
     let catalog = seeded(database, known);
     let runtime = tokio::runtime::Handle::current();
     let archive = archive.clone();
+    let summaries = summaries.cloned();
+    let segment_size = archive.segment_size().await?;
     tokio::task::spawn_blocking(move || {
         let follow = ReadOptions::default().following(TimelineId(identity.timeline));
-        let segments = archive.read_blocking(&runtime, from, to, follow);
+        let planned = runtime.block_on(archive.read_planned(
+            &runtime,
+            from,
+            to,
+            follow,
+            summaries.as_ref().map(|store| (store, database)),
+            &mut |file, why| {
+                tracing::warn!(
+                    segment = %file,
+                    "the summary of this segment is unusable ({why}); reading the segment whole"
+                )
+            },
+        ));
         let options = DecodeOptions {
             only: Some(Default::default()),
             journal_only: true,
@@ -92,12 +109,32 @@ pub async fn scan_journal(
         };
         let mut decoder = Decoder::new(catalog, options);
         let started = std::time::Instant::now();
-        let fed = decode_segments(segments, from, to, &mut decoder, &mut Discard)
-            .map_err(|e| Error::History(e.to_string()))?;
+        let saving = summaries.map(|store| summary_writer(&runtime, store, segment_size));
+        let fed = planned.map_err(Into::into).and_then(|mut planned| {
+            decode_planned(
+                &mut planned,
+                from,
+                to,
+                &mut decoder,
+                &mut Discard,
+                &mut |s| {
+                    if let Some((tx, _)) = &saving {
+                        let _ = tx.send(s);
+                    }
+                },
+            )
+        });
+        if let Some((tx, task)) = saving {
+            drop(tx);
+            let _ = runtime.block_on(task);
+        }
+        let fed = fed.map_err(|e| Error::History(e.to_string()))?;
         tracing::info!(
             %from,
             end = %fed.end,
             wal_mib = fed.wal_bytes / (1024 * 1024),
+            segments_read = fed.segments,
+            segments_summarized = fed.summarized,
             seconds = format!("{:.1}", started.elapsed().as_secs_f64()),
             "read the catalog journal in the archived WAL"
         );

@@ -94,7 +94,7 @@ pub use layout::Layout;
 pub use list::{ArchivedSegment, SegmentList};
 pub use name::SegmentFile;
 pub use read::{ReadOptions, SegmentData};
-pub use summaries::PlannedRead;
+pub use summaries::{PlannedRead, Survey};
 
 /// Name of the directory holding WAL under the archive prefix.
 const WAL_DIR: &str = "wal";

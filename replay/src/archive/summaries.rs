@@ -16,7 +16,7 @@ use crate::summary::{touch, ObjectId, SegmentSummary, SummaryError, SummaryEvent
 use crate::wal::RmgrId;
 
 use super::error::ArchiveError;
-use super::list::ArchivedSegment;
+use super::list::{ArchivedSegment, SegmentList};
 use super::read::{fetch, ReadOptions, SegmentData};
 use super::Archive;
 
@@ -69,29 +69,25 @@ impl Archive {
         }
     }
 
-    /// Plans a read of `[from, to)` as [`read`](Archive::read) does, with
-    /// each segment's summary from `summaries`' store (unusable ones are
-    /// handed to `rejected` with the reason, and the segment is read
-    /// whole), then starts fetching, ahead of the decoder, the segments
-    /// whose summary shows a record of `summaries`' database that may
-    /// matter, and the segment after each of them.
-    pub async fn read_planned(
+    /// The segments of `[from, to)` as [`plan_read`](Archive::plan_read)
+    /// finds them, each with its summary from `store`.
+    async fn with_summaries(
         &self,
-        runtime: &tokio::runtime::Handle,
         from: Lsn,
         to: Option<Lsn>,
-        options: ReadOptions,
-        summaries: Option<(&Archive, u32)>,
-        rejected: &mut dyn FnMut(String, SummaryError),
-    ) -> Result<PlannedRead, ArchiveError> {
-        let list = self.plan_read(from, to, &options).await?;
+        options: &ReadOptions,
+        store: Option<&Archive>,
+        rejected: &mut (dyn FnMut(String, SummaryError) + Send),
+    ) -> Result<(SegmentList, Vec<PlannedSegment>), ArchiveError> {
+        let list = self.plan_read(from, to, options).await?;
         let size = list.segment_size;
-        let database = summaries.map_or(0, |(_, db)| db);
-        let loaded: Vec<_> = match summaries {
-            Some((store, _)) => {
-                stream::iter(list.segments.iter().map(|s| {
+        let loaded: Vec<_> = match store {
+            Some(store) => {
+                let names: Vec<(SegmentName, bool)> =
+                    list.segments.iter().map(|s| (s.name, s.partial)).collect();
+                let store = store.clone();
+                stream::iter(names.into_iter().map(move |(name, partial)| {
                     let store = store.clone();
-                    let (name, partial) = (s.name, s.partial);
                     async move {
                         match partial {
                             true => Ok(None),
@@ -125,6 +121,61 @@ impl Archive {
                 summary,
             });
         }
+        Ok((list, plan))
+    }
+
+    /// How much of the WAL from `from` to the archive's end a replay of a
+    /// table of `database` would take from summaries in `store` (by their
+    /// content alone, before decoding: what the decoder accepts depends on
+    /// where it is).
+    pub async fn survey_summaries(
+        &self,
+        store: &Archive,
+        from: Lsn,
+        options: ReadOptions,
+        database: u32,
+    ) -> Result<Survey, ArchiveError> {
+        let (list, plan) = self
+            .with_summaries(from, None, &options, Some(store), &mut |_, _| {})
+            .await?;
+        let size = u64::from(list.segment_size);
+        let mut survey = Survey::default();
+        for p in &plan {
+            survey.segments += 1;
+            let skippable = p
+                .summary
+                .as_deref()
+                .is_some_and(|s| s.start == p.start && !may_matter(s, database));
+            if skippable {
+                survey.summarized += 1;
+                survey.summarized_bytes += (p.start.advance(size))
+                    .checked_sub(from.max(p.start))
+                    .unwrap_or(0);
+            }
+        }
+        Ok(survey)
+    }
+
+    /// Plans a read of `[from, to)` as [`read`](Archive::read) does, with
+    /// each segment's summary from `summaries`' store (unusable ones are
+    /// handed to `rejected` with the reason, and the segment is read
+    /// whole), then starts fetching, ahead of the decoder, the segments
+    /// whose summary shows a record of `summaries`' database that may
+    /// matter, and the segment after each of them.
+    pub async fn read_planned(
+        &self,
+        runtime: &tokio::runtime::Handle,
+        from: Lsn,
+        to: Option<Lsn>,
+        options: ReadOptions,
+        summaries: Option<(&Archive, u32)>,
+        rejected: &mut (dyn FnMut(String, SummaryError) + Send),
+    ) -> Result<PlannedRead, ArchiveError> {
+        let (list, plan) = self
+            .with_summaries(from, to, &options, summaries.map(|(s, _)| s), rejected)
+            .await?;
+        let size = list.segment_size;
+        let database = summaries.map_or(0, |(_, db)| db);
         // What to fetch ahead: what may be read whole.
         let mut ahead = vec![false; plan.len()];
         for (i, p) in plan.iter().enumerate() {
@@ -236,6 +287,17 @@ impl Archive {
             None => Ok(false),
         }
     }
+}
+
+/// What [`Archive::survey_summaries`] found.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Survey {
+    /// Segments in the range.
+    pub segments: u64,
+    /// Those whose summary shows nothing of the database that may matter.
+    pub summarized: u64,
+    /// Bytes of WAL in those.
+    pub summarized_bytes: u64,
 }
 
 /// Whether a summary shows a record of `database` that a decoding of some

@@ -340,6 +340,15 @@ impl Decoder {
             }
         }
         let changes = !self.options.journal_only && lsn >= self.options.changes_from;
+        if let Some(snapshot) = self.other_database_row(record) {
+            // Another database's row: nothing of it is decoded. Its
+            // transaction gets a snapshot all the same, as PostgreSQL's
+            // decoding gives it one before looking at the database.
+            if snapshot && changes {
+                self.snapshot(top);
+            }
+            return Ok(());
+        }
         // A TRUNCATE moves tables to new files: the catalog follows it even
         // where changes do not matter.
         let truncate = record.rmid == RmgrId::HEAP && record.info & 0x70 == XLOG_HEAP_TRUNCATE;
@@ -672,6 +681,29 @@ impl Decoder {
             _ => {}
         }
         Ok(())
+    }
+
+    /// For a heap record of another database's relation (not a TRUNCATE,
+    /// which names its database elsewhere): whether its transaction gets a
+    /// snapshot from it (a row change, an in-place update).
+    fn other_database_row(&self, record: &Record) -> Option<bool> {
+        let block = record.blocks.first()?;
+        if block.rel.db == self.catalog.database {
+            return None;
+        }
+        let op = record.rmgr_info() & 0x70;
+        match record.rmid {
+            RmgrId::HEAP if op == XLOG_HEAP_TRUNCATE => None,
+            // Insert, delete, update, HOT update, confirm; in place.
+            RmgrId::HEAP => Some(match op {
+                0x00 | 0x10 | 0x20 | 0x40 | 0x50 => true,
+                0x70 => record.xid != 0,
+                _ => false,
+            }),
+            // Multi-insert.
+            RmgrId::HEAP2 => Some(op == 0x50),
+            _ => None,
+        }
     }
 
     fn wanted(&self, rel: &RelationSchema) -> bool {

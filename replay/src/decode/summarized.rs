@@ -19,8 +19,9 @@ impl Decoder {
     /// Why the segment `summary` stands for must be read whole, or `None`
     /// when the summary can take its place.
     pub fn summary_verdict(&self, summary: &SegmentSummary) -> Option<&'static str> {
-        if self.options.journal_only || summary.start < self.options.changes_from {
-            return Some("decoding reads every record here");
+        let journal_only = self.journal_only_before(summary.last_end);
+        if !journal_only && summary.start < self.options.changes_from {
+            return Some("decoding starts to follow changes inside it");
         }
         if self.held.creating() {
             return Some("a transaction is creating relation files");
@@ -28,10 +29,20 @@ impl Decoder {
         if self.wal_level.is_some_and(|l| l < WAL_LEVEL_LOGICAL) {
             return Some("the server ran with wal_level below logical");
         }
+        let ours = self.catalog.database;
+        if journal_only {
+            // Only transactions and the journal are followed, and the whole
+            // records are all of those: a file created here is the one
+            // thing whose later writes (in this segment) would matter.
+            let creates = summary.events.iter().any(|e| {
+                matches!(e, SummaryEvent::Kept { db, rmid, .. }
+                    if RmgrId(*rmid) == RmgrId::SMGR && (*db == ours || *db == u32::MAX))
+            });
+            return creates.then_some("it creates a file of this database");
+        }
         if self.journal.has_overlays() {
             return Some("a transaction has changed this database's catalog");
         }
-        let ours = self.catalog.database;
         for event in &summary.events {
             match event {
                 SummaryEvent::Kept { db, rmid, .. } => {
@@ -86,11 +97,23 @@ impl Decoder {
                     self.process(&record, major, sink)?;
                 }
                 SummaryEvent::Link { sub, top, .. } => self.reorder.link(*sub, *top, lsn)?,
-                // Other databases' changes leave nothing behind.
+                // Another database's change only gives its transaction a
+                // snapshot (see `process`).
+                // (Every touch stands for a record that gives one.)
+                SummaryEvent::Touch { xid, file, .. } if file.db != ours => {
+                    if !self.journal_only_before(lsn.advance(1)) {
+                        let top = self.reorder.top(*xid);
+                        self.snapshot(top);
+                    }
+                }
                 SummaryEvent::Touch {
                     xid, file, kind, ..
-                } if file.db == ours => {
+                } => {
                     let top = self.reorder.top(*xid);
+                    if self.journal_only_before(lsn.advance(1)) {
+                        self.note_unknown(top, file);
+                        continue;
+                    }
                     self.snapshot(top);
                     if !self.follows(top, file) {
                         continue;
@@ -112,10 +135,15 @@ impl Decoder {
                         }
                     }
                 }
-                SummaryEvent::Touch { .. } => {}
             }
         }
         Ok((summary.last_end, false))
+    }
+
+    /// Whether every record before `end` is read for transactions and the
+    /// journal only.
+    fn journal_only_before(&self, end: Lsn) -> bool {
+        self.options.journal_only || end <= self.options.changes_from
     }
 
     /// The relation a file belongs to, as the decoder looks it up: the

@@ -26,7 +26,6 @@ use walfill_replay::decode::{
     decode_planned, Catalog, DecodeOptions, Decoder, Identity, LostRelation, NewRelation,
     RelationSchema, UnsupportedColumn,
 };
-use walfill_replay::summary::SegmentSummary;
 use walfill_replay::TimelineId;
 
 use crate::apply::{Batch, Era, ExternalFold, Folder, HistorySource, Spilled};
@@ -141,7 +140,7 @@ impl ReplaySource {
         let (tx, batches) = mpsc::channel::<Batch>(2);
         let runtime = tokio::runtime::Handle::current();
         let archive = archive.clone();
-        let summaries = summary_store(&archive, range.bases.as_ref()).await;
+        let summaries = crate::base::summary_store(&archive, range.bases.as_ref()).await;
         let folder = match &leaves {
             Some(_) => Folder::new(plan.clone(), Era::Past).keeping_every_column(),
             None => Folder::new(plan.clone(), Era::Past),
@@ -191,7 +190,8 @@ impl ReplaySource {
                     )
                 },
             ));
-            let saving = summaries.map(|store| summary_writer(&runtime, store, segment_size));
+            let saving =
+                summaries.map(|store| crate::base::summary_writer(&runtime, store, segment_size));
             let fed = planned.map_err(Into::into).and_then(|mut planned| {
                 decode_planned(
                     &mut planned,
@@ -354,31 +354,4 @@ pub fn check(plan: &Plan, from: Lsn, outcome: &ReplayOutcome) -> Result<()> {
         )));
     }
     Ok(())
-}
-
-/// Where segment summaries are read and written: the store of bases (the
-/// archive itself in walfill's layout), when walfill may write there.
-/// Another tool's archive without `[archive] bases_url` has none.
-async fn summary_store(archive: &Archive, bases: Option<&Archive>) -> Option<Archive> {
-    let store = bases.unwrap_or(archive).clone();
-    store.check_writable().await.ok().map(|()| store)
-}
-
-/// A task storing the summaries a replay made of the segments it read
-/// whole, for the next replays to read only those summaries. A summary not
-/// stored costs a later replay reading its segment whole, nothing more.
-fn summary_writer(
-    runtime: &tokio::runtime::Handle,
-    store: Archive,
-    segment_size: u32,
-) -> (mpsc::UnboundedSender<SegmentSummary>, JoinHandle<()>) {
-    let (tx, mut rx) = mpsc::unbounded_channel::<SegmentSummary>();
-    let task = runtime.spawn(async move {
-        while let Some(summary) = rx.recv().await {
-            if let Err(e) = store.put_summary(&summary, segment_size).await {
-                tracing::warn!(error = %e, "could not store a segment summary");
-            }
-        }
-    });
-    (tx, task)
 }
