@@ -77,7 +77,8 @@ impl Decoder {
 
     /// Feeds the events of `summary` before `to` in place of the segment's
     /// records; `summary_verdict` must have accepted it. Returns where the
-    /// last one fed ends, and whether one at or after `to` stopped it.
+    /// last one fed ends, and whether a record at or after `to` starts in
+    /// the segment (decoding stops there).
     pub fn apply_summary(
         &mut self,
         summary: &SegmentSummary,
@@ -137,7 +138,10 @@ impl Decoder {
                 }
             }
         }
-        Ok((summary.last_end, false))
+        // A record starts at `to` (a record boundary) when the last one
+        // starting here ends after it: decoding by the bytes would stop
+        // there too, whatever that record is.
+        Ok((summary.last_end, to.is_some_and(|to| to < summary.last_end)))
     }
 
     /// Whether every record before `end` is read for transactions and the
@@ -172,5 +176,122 @@ impl Decoder {
             .by_toast_file(file)
             .or_else(|| fallback.and_then(|f| f.by_toast_file(file)))
             .is_some_and(|owner| !self.wanted(owner))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::change::RowChange;
+    use crate::decode::{Catalog, DecodeOptions, SinkError, TxnInfo};
+    use crate::summary::ObjectId;
+
+    struct Nothing;
+
+    impl Sink for Nothing {
+        fn begin(&mut self, _: &TxnInfo) -> Result<(), SinkError> {
+            Ok(())
+        }
+        fn change(&mut self, _: &TxnInfo, _: RowChange) -> Result<(), SinkError> {
+            Ok(())
+        }
+        fn commit(&mut self, _: &TxnInfo) -> Result<(), SinkError> {
+            Ok(())
+        }
+        fn message(&mut self, _: Lsn, _: &str, _: &[u8]) -> Result<(), SinkError> {
+            Ok(())
+        }
+    }
+
+    fn summary(events: Vec<SummaryEvent>) -> SegmentSummary {
+        SegmentSummary {
+            object: ObjectId {
+                name: "wal/000000010000000000000001".into(),
+                size: 1 << 20,
+            },
+            next: None,
+            system_id: 1,
+            timeline: 1,
+            magic: PgMajor::Pg15.magic(),
+            start: Lsn(0x10_0000),
+            last_end: Lsn(0x10_0200),
+            events,
+        }
+    }
+
+    fn file(db: u32) -> RelFileLocator {
+        RelFileLocator {
+            spc: 1663,
+            db,
+            rel: 16400,
+        }
+    }
+
+    /// Decoding by the bytes stops at the first record at or after `to`,
+    /// whatever it is; a summary lists only some records, so it stops
+    /// wherever a record it stands for ends after `to`.
+    #[test]
+    fn a_summary_stops_at_a_record_it_leaves_out() {
+        let mut decoder = Decoder::new(Catalog::new(5), DecodeOptions::default());
+        let s = summary(vec![SummaryEvent::Touch {
+            lsn: Lsn(0x10_0028),
+            xid: 700,
+            file: file(6),
+            kind: touch::LOOKUP | touch::DATA,
+        }]);
+        let major = PgMajor::Pg15;
+        let stop = |d: &mut Decoder, to| d.apply_summary(&s, major, Some(to), &mut Nothing);
+        assert!(stop(&mut decoder, Lsn(0x10_0100)).unwrap().1);
+        assert!(stop(&mut decoder, Lsn(0x10_0028)).unwrap().1);
+        assert!(!stop(&mut decoder, Lsn(0x10_0200)).unwrap().1);
+        assert_eq!(
+            decoder
+                .apply_summary(&s, major, None, &mut Nothing)
+                .unwrap(),
+            (Lsn(0x10_0200), false)
+        );
+    }
+
+    /// Another database's rows never make a segment be read whole; a
+    /// wanted table's, a TOAST table of no known owner's and a file of
+    /// this database always do.
+    #[test]
+    fn what_makes_a_segment_be_read_whole() {
+        let decoder = Decoder::new(Catalog::new(5), DecodeOptions::default());
+        let touch = |db, kind| {
+            summary(vec![SummaryEvent::Touch {
+                lsn: Lsn(0x10_0028),
+                xid: 700,
+                file: file(db),
+                kind,
+            }])
+        };
+        assert_eq!(
+            decoder.summary_verdict(&touch(6, touch::LOOKUP | touch::DATA)),
+            None
+        );
+        assert_eq!(decoder.summary_verdict(&touch(6, touch::TOAST)), None);
+        // No description names the file: it may be a table's.
+        assert!(decoder
+            .summary_verdict(&touch(5, touch::LOOKUP | touch::DATA))
+            .is_some());
+        assert!(decoder.summary_verdict(&touch(5, touch::TOAST)).is_some());
+        // A catalog's change (no row data) is no table's.
+        assert_eq!(decoder.summary_verdict(&touch(5, touch::LOOKUP)), None);
+        let kept = |db, rmid: RmgrId| {
+            summary(vec![SummaryEvent::Kept {
+                lsn: Lsn(0x10_0028),
+                end: Lsn(0x10_0060),
+                db,
+                rmid: rmid.0,
+                bytes: Vec::new(),
+            }])
+        };
+        assert!(decoder.summary_verdict(&kept(5, RmgrId::SMGR)).is_some());
+        assert!(decoder
+            .summary_verdict(&kept(5, RmgrId::LOGICAL_MESSAGE))
+            .is_some());
+        assert_eq!(decoder.summary_verdict(&kept(6, RmgrId::SMGR)), None);
+        assert_eq!(decoder.summary_verdict(&kept(0, RmgrId::XACT)), None);
     }
 }
