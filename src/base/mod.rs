@@ -125,10 +125,24 @@ pub fn summary_writer(
     let (tx, mut rx) =
         tokio::sync::mpsc::unbounded_channel::<walfill_replay::summary::SegmentSummary>();
     let task = runtime.spawn(async move {
+        let mut failed = 0u64;
         while let Some(summary) = rx.recv().await {
-            if let Err(e) = store.put_summary(&summary, segment_size).await {
-                tracing::warn!(error = %e, "could not store a segment summary");
+            match store.put_summary(&summary, segment_size).await {
+                // Said once: a store walfill may not write (read-only
+                // credentials) would otherwise fill the log.
+                Err(e) if failed == 0 => {
+                    failed += 1;
+                    tracing::warn!(
+                        error = %e,
+                        "could not store a segment summary; the segments go on being read whole"
+                    );
+                }
+                Err(_) => failed += 1,
+                Ok(()) => {}
             }
+        }
+        if failed > 1 {
+            tracing::warn!(failed, "segment summaries not stored");
         }
     });
     (tx, task)
