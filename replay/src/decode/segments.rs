@@ -78,7 +78,7 @@ where
 /// Like [`decode_segments`], reading each segment whose summary the
 /// decoder accepts from the summary alone ([`Decoder::summary_verdict`]),
 /// and handing `built` the summary of every complete segment read whole
-/// that had none.
+/// that had none (or one of another object).
 pub fn decode_planned(
     segments: &mut dyn SegmentSource,
     restart: Lsn,
@@ -189,7 +189,13 @@ pub fn decode_planned(
                                 break;
                             }
                         }
-                        if planned.summary.is_none() && !partial && restart <= segment_start {
+                        // (A summary of another object of this segment, a
+                        // file stored again, is replaced.)
+                        let stale = planned
+                            .summary
+                            .as_ref()
+                            .is_none_or(|s| s.object != planned.object);
+                        if stale && !partial && restart <= segment_start {
                             building = Some((
                                 i,
                                 SummaryBuilder::new(
