@@ -906,8 +906,23 @@ fn compaction_rolls_a_base_forward_from_the_archive_alone() {
     let slots_here =
         "SELECT count(*) FROM pg_replication_slots WHERE database = current_database()";
     let slots = src.value(slots_here);
+    // The summary of a segment the archive no longer holds (segment 0 of
+    // timeline 1 never is) is retired by the compaction.
+    let summaries =
+        std::path::PathBuf::from(archive_url().trim_start_matches("file://")).join("summary");
+    std::fs::create_dir_all(&summaries).unwrap();
+    let expired = summaries.join("000000010000000000000000");
+    std::fs::write(&expired, b"an expired segment's summary").unwrap();
     let out = walfill.ok(&["compact"]);
     assert!(out.contains("public.items: a new base at"), "{out}");
+    assert!(
+        !expired.exists(),
+        "the expired segment's summary is still there"
+    );
+    assert!(
+        std::fs::read_dir(&summaries).unwrap().count() > 0,
+        "the summaries of archived segments went too"
+    );
     assert_eq!(src.table_reads("items"), reads, "compaction read items");
     assert_eq!(src.value(slots_here), slots, "compaction created a slot");
     let boundary_in = |out: &str| -> Option<String> {

@@ -103,7 +103,26 @@ pub async fn compact(
         let plan = version.plan(&dest).await?;
         out.push(compact_table(config, &archive, &bases, &plan, cancel).await?);
     }
+    retire_summaries(&archive, &bases).await;
     Ok(out)
+}
+
+/// Deletes the segment summaries of WAL the archive no longer holds (its
+/// tool's retention expired it), so that summaries do not pile up for
+/// months. A failure is only reported: the next compaction tries again.
+async fn retire_summaries(archive: &Archive, bases: &Archive) {
+    let retired = async {
+        let list = archive.segments(None).await?;
+        let Some(oldest) = list.segments.iter().map(|s| s.name.segno).min() else {
+            return Ok(0);
+        };
+        bases.retire_summaries(oldest, list.segment_size).await
+    };
+    match retired.await {
+        Ok(0) => {}
+        Ok(n) => tracing::info!(summaries = n, "retired the summaries of expired segments"),
+        Err(e) => tracing::warn!(error = %e, "could not retire old segment summaries"),
+    }
 }
 
 async fn compact_table(

@@ -50,6 +50,33 @@ impl Archive {
         Ok(())
     }
 
+    /// Deletes the summaries (in this store) of segments before `oldest`,
+    /// the archive's oldest: WAL its tool's retention expired. Returns how
+    /// many.
+    pub async fn retire_summaries(
+        &self,
+        oldest: SegmentNo,
+        segment_size: u32,
+    ) -> Result<usize, ArchiveError> {
+        let dir = self.prefix().clone().join(SUMMARY_DIR);
+        let mut listed = self.store().list(Some(&dir));
+        let mut old = Vec::new();
+        while let Some(meta) = listed.next().await {
+            let meta = meta.map_err(|e| self.store_error("list", &dir, e))?;
+            let name = meta.location.filename().unwrap_or_default();
+            if SegmentName::parse(name, u64::from(segment_size)).is_some_and(|n| n.segno < oldest) {
+                old.push(meta.location);
+            }
+        }
+        for location in &old {
+            match self.store().delete(location).await {
+                Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
+                Err(e) => return Err(self.store_error("delete", location, e)),
+            }
+        }
+        Ok(old.len())
+    }
+
     /// The stored summary of segment `name`: `None` without one; an error
     /// inside when it cannot be used (damaged, changed, another format).
     pub async fn load_summary(
