@@ -17,7 +17,9 @@ pub use write::BaseWriter;
 
 use object_store::path::Path;
 use serde::{Deserialize, Serialize};
-use walfill_replay::decode::NewRelation;
+use walfill_replay::decode::{
+    decode_planned, Decoder, FeedOutcome, NewRelation, ReplayError, Sink,
+};
 use walfill_replay::Lsn;
 
 /// A base's manifest, written last: its presence makes the base usable.
@@ -111,10 +113,49 @@ pub async fn summary_store(
     store.check_writable().await.ok().map(|()| store)
 }
 
+/// Decodes `[from, to)` of `archive` into `decoder` and `sink`, taking
+/// each segment from its summary in `summaries` (a store, and the
+/// database of the tables decoded) where the decoder accepts it, and
+/// storing the summaries of the segments read whole that had none. Blocks:
+/// call it from a blocking thread.
+pub fn decode_summarized(
+    runtime: &tokio::runtime::Handle,
+    archive: &walfill_replay::archive::Archive,
+    (from, to): (Lsn, Option<Lsn>),
+    options: walfill_replay::archive::ReadOptions,
+    summaries: Option<(walfill_replay::archive::Archive, u32)>,
+    (decoder, sink): (&mut Decoder, &mut dyn Sink),
+) -> Result<FeedOutcome, ReplayError> {
+    let mut planned = runtime.block_on(archive.read_planned(
+        runtime,
+        from,
+        to,
+        options,
+        summaries.as_ref().map(|(store, db)| (store, *db)),
+        &mut |file, why| {
+            tracing::warn!(
+                segment = %file,
+                "the summary of this segment is unusable ({why}); reading the segment whole"
+            )
+        },
+    ))?;
+    let saving = summaries.map(|(store, _)| summary_writer(runtime, store, planned.segment_size()));
+    let fed = decode_planned(&mut planned, from, to, decoder, sink, &mut |summary| {
+        if let Some((tx, _)) = &saving {
+            let _ = tx.send(summary);
+        }
+    });
+    if let Some((tx, task)) = saving {
+        drop(tx);
+        let _ = runtime.block_on(task);
+    }
+    fed
+}
+
 /// A task storing the summaries a replay or journal scan made of the segments it read
 /// whole, for the next replays to read only those summaries. A summary not
 /// stored costs a later replay reading its segment whole, nothing more.
-pub fn summary_writer(
+fn summary_writer(
     runtime: &tokio::runtime::Handle,
     store: walfill_replay::archive::Archive,
     segment_size: u32,

@@ -5,12 +5,12 @@
 use walfill_core::{Lsn, RowChange};
 use walfill_replay::archive::{Archive, ReadOptions};
 use walfill_replay::decode::{
-    decode_planned, Catalog, Creation, DecodeOptions, Decoder, Identity, LostRelation, NewRelation,
-    RelationSchema, Sink, SinkError, TxnInfo,
+    Catalog, Creation, DecodeOptions, Decoder, Identity, LostRelation, NewRelation, RelationSchema,
+    Sink, SinkError, TxnInfo,
 };
 use walfill_replay::TimelineId;
 
-use crate::base::summary_writer;
+use crate::base::decode_summarized;
 use crate::error::{Error, Result};
 
 /// What a journal scan found.
@@ -84,22 +84,8 @@ pub async fn scan_journal(
     let runtime = tokio::runtime::Handle::current();
     let archive = archive.clone();
     let summaries = summaries.cloned();
-    let segment_size = archive.segment_size().await?;
     tokio::task::spawn_blocking(move || {
         let follow = ReadOptions::default().following(TimelineId(identity.timeline));
-        let planned = runtime.block_on(archive.read_planned(
-            &runtime,
-            from,
-            to,
-            follow,
-            summaries.as_ref().map(|store| (store, database)),
-            &mut |file, why| {
-                tracing::warn!(
-                    segment = %file,
-                    "the summary of this segment is unusable ({why}); reading the segment whole"
-                )
-            },
-        ));
         let options = DecodeOptions {
             only: Some(Default::default()),
             journal_only: true,
@@ -109,25 +95,14 @@ pub async fn scan_journal(
         };
         let mut decoder = Decoder::new(catalog, options);
         let started = std::time::Instant::now();
-        let saving = summaries.map(|store| summary_writer(&runtime, store, segment_size));
-        let fed = planned.map_err(Into::into).and_then(|mut planned| {
-            decode_planned(
-                &mut planned,
-                from,
-                to,
-                &mut decoder,
-                &mut Discard,
-                &mut |s| {
-                    if let Some((tx, _)) = &saving {
-                        let _ = tx.send(s);
-                    }
-                },
-            )
-        });
-        if let Some((tx, task)) = saving {
-            drop(tx);
-            let _ = runtime.block_on(task);
-        }
+        let fed = decode_summarized(
+            &runtime,
+            &archive,
+            (from, to),
+            follow,
+            summaries.map(|store| (store, database)),
+            (&mut decoder, &mut Discard),
+        );
         let fed = fed.map_err(|e| Error::History(e.to_string()))?;
         tracing::info!(
             %from,

@@ -23,8 +23,8 @@ use tokio_util::sync::CancellationToken;
 use walfill_core::{Lsn, TxnVersions};
 use walfill_replay::archive::{Archive, ReadOptions};
 use walfill_replay::decode::{
-    decode_planned, Catalog, DecodeOptions, Decoder, Identity, LostRelation, NewRelation,
-    RelationSchema, UnsupportedColumn,
+    Catalog, DecodeOptions, Decoder, Identity, LostRelation, NewRelation, RelationSchema,
+    UnsupportedColumn,
 };
 use walfill_replay::TimelineId;
 
@@ -175,41 +175,16 @@ impl ReplaySource {
                 read: range.restart,
                 rate: 0.0,
             };
-            let planned = runtime.block_on(archive.read_planned(
+            let fed = crate::base::decode_summarized(
                 &runtime,
-                range.restart,
-                Some(range.boundary),
+                &archive,
+                (range.restart, Some(range.boundary)),
                 ReadOptions::default()
                     .with_read_ahead(READ_AHEAD)
                     .following(TimelineId(range.identity.timeline)),
-                summaries.as_ref().map(|store| (store, range.database)),
-                &mut |file, why| {
-                    tracing::warn!(
-                        segment = %file,
-                        "the summary of this segment is unusable ({why}); reading the segment whole"
-                    )
-                },
-            ));
-            let saving =
-                summaries.map(|store| crate::base::summary_writer(&runtime, store, segment_size));
-            let fed = planned.map_err(Into::into).and_then(|mut planned| {
-                decode_planned(
-                    &mut planned,
-                    range.restart,
-                    Some(range.boundary),
-                    &mut decoder,
-                    &mut sink,
-                    &mut |summary| {
-                        if let Some((tx, _)) = &saving {
-                            let _ = tx.send(summary);
-                        }
-                    },
-                )
-            });
-            if let Some((tx, task)) = saving {
-                drop(tx);
-                let _ = runtime.block_on(task);
-            }
+                summaries.map(|store| (store, range.database)),
+                (&mut decoder, &mut sink),
+            );
             let fed = fed.map_err(|e| match e.is_history_gap() {
                 true => Error::History(e.to_string()),
                 false => Error::Decode(e.to_string()),
