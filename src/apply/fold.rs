@@ -6,8 +6,14 @@
 //! old key and a write for the new one; when the new row still lacks values,
 //! it remembers which stored row to take them from (`fill_key`).
 
+mod arena;
+pub(crate) mod record;
+
 use std::collections::HashMap;
 use std::sync::Arc;
+
+use arena::Arena;
+pub(crate) use arena::Sorted;
 
 use walfill_core::{Datum, Relation, RowChange, Version};
 
@@ -43,29 +49,10 @@ pub struct Entry {
 /// Pending writes by key, for one plan.
 #[derive(Debug, Default)]
 pub struct Fold {
-    entries: rustc_hash::FxHashMap<Vec<String>, Entry>,
-    /// Memory taken by entries added, overwritten ones included.
-    bytes: usize,
+    entries: Arena,
     /// Keys of entries whose still-unchanged values are to come from
     /// another key's row (`fill_key`), once asked to track them.
     pending_fills: Option<Vec<Vec<String>>>,
-}
-
-/// Bytes a value takes beyond its text (the allocator's share included), and
-/// an entry beyond its key and values (the hash table's spare room included:
-/// it doubles when it grows).
-const PER_VALUE: usize = std::mem::size_of::<Datum>() + 32;
-const PER_ENTRY: usize =
-    2 * (std::mem::size_of::<Entry>() + std::mem::size_of::<Vec<String>>()) + 32;
-
-fn size_of_values<'a>(values: impl IntoIterator<Item = &'a Datum>) -> usize {
-    values
-        .into_iter()
-        .map(|v| match v {
-            Datum::Text(t) => PER_VALUE + t.len(),
-            _ => PER_VALUE,
-        })
-        .sum()
 }
 
 /// Whether a relation description comes from the table's past (replayed
@@ -283,7 +270,7 @@ impl Folder {
 impl Fold {
     /// Whether nothing is pending.
     pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+        self.entries.len() == 0
     }
 
     /// Rows pending (one per key).
@@ -291,33 +278,31 @@ impl Fold {
         self.entries.len()
     }
 
-    /// About how much memory the pending writes take (an overestimate:
-    /// overwritten entries still count until the fold is drained).
+    /// The memory the pending writes take (overwritten ones included,
+    /// until the fold drops them).
     pub fn bytes(&self) -> usize {
-        self.bytes
+        self.entries.bytes()
     }
 
     /// Takes the pending writes out.
-    pub fn drain(&mut self) -> impl Iterator<Item = (Vec<String>, Entry)> + '_ {
-        self.bytes = 0;
-        self.entries.drain()
+    pub fn drain(&mut self) -> impl Iterator<Item = (Vec<String>, Entry)> {
+        self.entries.take()
     }
 
     /// Takes the pending writes out, in key order.
-    pub fn drain_sorted(&mut self) -> Vec<(Vec<String>, Entry)> {
-        let mut entries: Vec<_> = self.drain().collect();
-        entries.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-        entries
+    pub(crate) fn take_sorted(&mut self) -> Sorted {
+        self.entries.take_sorted()
     }
 
-    /// Puts back an entry taken out with [`Fold::drain`].
+    /// Puts back an entry taken out with [`Fold::drain`], or replaces
+    /// one of the same version.
     pub fn restore(&mut self, key: Vec<String>, entry: Entry) {
         self.insert(key, entry);
     }
 
     /// The pending write for `key`.
-    pub fn entry_mut(&mut self, key: &[String]) -> Option<&mut Entry> {
-        self.entries.get_mut(key)
+    pub fn entry(&self, key: &[String]) -> Option<Entry> {
+        self.entries.get(key)
     }
 
     /// From now on, remembers which entries still lack values that must
@@ -337,24 +322,10 @@ impl Fold {
     }
 
     fn insert(&mut self, key: Vec<String>, entry: Entry) {
-        use std::collections::hash_map::Entry as Slot;
-        let bytes = PER_ENTRY
-            + key.iter().map(|k| PER_VALUE + k.len()).sum::<usize>()
-            + size_of_values(&entry.values);
-        match self.entries.entry(key) {
-            // Changes come in commit order, except a replay's that follow a
-            // base snapshot whose parts were read at different positions: a
-            // change older than what the fold holds for its key lost
-            // already.
-            Slot::Occupied(held) if held.get().version > entry.version => return,
-            Slot::Occupied(mut held) => {
-                held.insert(entry);
-            }
-            Slot::Vacant(slot) => {
-                slot.insert(entry);
-            }
-        }
-        self.bytes += bytes;
+        // Changes come in commit order, except a replay's that follow a
+        // base snapshot whose parts were read at different positions: a
+        // change older than what the fold holds for its key lost already.
+        self.entries.insert(&key, &entry);
     }
 
     /// Adds one row change (not a truncate) of the plan's table, made by
@@ -397,6 +368,7 @@ impl Fold {
                         .map(|o| map.values(o))
                         .filter(|o| !o.contains(&Datum::Unchanged));
                     let earlier = self.entries.get(&old_key).filter(|e| e.op == Op::Upsert);
+                    let earlier = earlier.as_ref();
                     let source = old_full.as_deref().or(earlier.map(|e| e.values.as_slice()));
                     if let Some(source) = source {
                         for (value, prior) in values.iter_mut().zip(source) {

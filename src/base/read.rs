@@ -94,14 +94,19 @@ pub(super) async fn part_rows(archive: &Archive, path: &Path) -> Result<u64> {
     Ok(reader.metadata().file_metadata().num_rows().max(0) as u64)
 }
 
-/// Reads the rows of one part of a base, each holding one datum per column
-/// of `relation` (by name; columns the base lacks are NULL).
-pub async fn read_part(
+/// Reads the rows of `part` of the base `manifest`, each given to `each`
+/// with one datum per column of `relation` (by name; columns the base
+/// lacks are NULL); how many there were. Blocks (the object is
+/// fetched on `runtime`): the rows are decoded on the calling thread, one
+/// record batch at a time, and the memory they take is freed there too.
+pub fn read_part(
+    runtime: &tokio::runtime::Handle,
     archive: &Archive,
     manifest: &Manifest,
     part: &Part,
     relation: &Relation,
-) -> Result<Vec<Vec<Datum>>> {
+    mut each: impl FnMut(Vec<Datum>) -> Result<()>,
+) -> Result<u64> {
     let dir = super::base_dir(
         archive.prefix(),
         manifest.database,
@@ -114,52 +119,47 @@ pub async fn read_part(
         .map(|c| manifest.columns.iter().position(|m| *m == c.name))
         .collect();
     let path = dir.clone().join(part.file.as_str());
-    let bytes = get(archive, &path).await?;
-    tokio::task::spawn_blocking(move || -> Result<Vec<Vec<Datum>>> {
-        let reader = ParquetRecordBatchReaderBuilder::try_new(bytes)
-            .and_then(|b| b.build())
-            .map_err(|e| storage(&path, e))?;
-        let mut rows = Vec::new();
-        for batch in reader {
-            let batch = batch.map_err(|e| storage(&path, e))?;
-            let columns: Vec<Option<&StringArray>> = positions
-                .iter()
-                .map(|p| match p {
-                    None => Ok(None),
-                    Some(p) if *p >= batch.num_columns() => Err(storage(
-                        &path,
-                        format!(
-                            "{} columns where its manifest names {}",
-                            batch.num_columns(),
-                            p + 1
-                        ),
-                    )),
-                    Some(p) => batch
-                        .column(*p)
-                        .as_any()
-                        .downcast_ref::<StringArray>()
-                        .map(Some)
-                        .ok_or_else(|| storage(&path, format!("column {} is not text", p + 1))),
-                })
-                .collect::<Result<_>>()?;
-            for i in 0..batch.num_rows() {
-                rows.push(
-                    columns
-                        .iter()
-                        .map(|c| match c {
-                            Some(array) if !array.is_null(i) => {
-                                Datum::Text(array.value(i).to_string())
-                            }
-                            _ => Datum::Null,
-                        })
-                        .collect(),
-                );
-            }
+    let bytes = runtime.block_on(get(archive, &path))?;
+    let reader = ParquetRecordBatchReaderBuilder::try_new(bytes)
+        .and_then(|b| b.build())
+        .map_err(|e| storage(&path, e))?;
+    let mut rows = 0u64;
+    for batch in reader {
+        let batch = batch.map_err(|e| storage(&path, e))?;
+        let columns: Vec<Option<&StringArray>> = positions
+            .iter()
+            .map(|p| match p {
+                None => Ok(None),
+                Some(p) if *p >= batch.num_columns() => Err(storage(
+                    &path,
+                    format!(
+                        "{} columns where its manifest names {}",
+                        batch.num_columns(),
+                        p + 1
+                    ),
+                )),
+                Some(p) => batch
+                    .column(*p)
+                    .as_any()
+                    .downcast_ref::<StringArray>()
+                    .map(Some)
+                    .ok_or_else(|| storage(&path, format!("column {} is not text", p + 1))),
+            })
+            .collect::<Result<_>>()?;
+        for i in 0..batch.num_rows() {
+            each(
+                columns
+                    .iter()
+                    .map(|c| match c {
+                        Some(array) if !array.is_null(i) => Datum::Text(array.value(i).to_string()),
+                        _ => Datum::Null,
+                    })
+                    .collect(),
+            )?;
+            rows += 1;
         }
-        Ok(rows)
-    })
-    .await
-    .map_err(|e| Error::Internal(format!("reading a base snapshot part: {e}")))?
+    }
+    Ok(rows)
 }
 
 /// The relation a base's rows belong to, as the decoder describes it.

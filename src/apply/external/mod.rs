@@ -30,7 +30,7 @@ use std::path::PathBuf;
 
 use walfill_core::{Datum, RowChange, Version};
 
-use super::fold::{Entry, Fold, Folder, Op};
+use super::fold::{Entry, Fold, Folder, Op, Sorted};
 use crate::error::{Error, Result};
 use run::{Run, RunReader};
 
@@ -131,24 +131,31 @@ impl ExternalFold {
     /// Gives the entry for `key` (whose key changed from its `fill_key`)
     /// the values its earlier row left in the runs.
     fn fill_from_runs(&mut self, key: &[String]) -> Result<()> {
-        let Some(fill_key) = self.fold.entry_mut(key).and_then(|e| e.fill_key.clone()) else {
+        let Some(entry) = self.fold.entry(key) else {
+            return Ok(());
+        };
+        let Some(fill_key) = entry.fill_key.clone() else {
             return Ok(());
         };
         let Some(past) = self.past(&fill_key)? else {
             return Ok(());
         };
-        if let Some(entry) = self.fold.entry_mut(key) {
-            let filled = combine(
-                Some(past),
-                Entry {
-                    fill_key: None,
-                    ..entry.clone()
-                },
-            );
-            entry.values = filled.values;
-            // Whatever is still unknown cannot come from this key's past.
-            entry.fill_key = Some(fill_key);
-        }
+        let filled = combine(
+            Some(past),
+            Entry {
+                fill_key: None,
+                ..entry.clone()
+            },
+        );
+        self.fold.restore(
+            key.to_vec(),
+            Entry {
+                values: filled.values,
+                // Whatever is still unknown cannot come from this key's past.
+                fill_key: Some(fill_key),
+                ..entry
+            },
+        );
         Ok(())
     }
 
@@ -176,11 +183,11 @@ impl ExternalFold {
 
     /// Writes the in-memory entries as a run.
     fn spill(&mut self) -> Result<()> {
-        let entries = self.fold.drain_sorted();
+        let entries = self.fold.take_sorted();
         if entries.is_empty() {
             return Ok(());
         }
-        let run = Run::write(&self.dir, &entries).map_err(spill_error)?;
+        let run = Run::write(&self.dir, entries.records()).map_err(spill_error)?;
         self.spilled.runs += 1;
         self.spilled.bytes += run.bytes();
         self.runs.push(run);
@@ -194,7 +201,7 @@ impl ExternalFold {
     /// key order (deleted keys left out).
     pub fn finish(mut self) -> Merged {
         Merged {
-            memory: self.fold.drain_sorted(),
+            memory: self.fold.take_sorted(),
             runs: self.runs,
             truncate: self.truncate,
         }
@@ -238,7 +245,7 @@ fn combine(earlier: Option<Entry>, later: Entry) -> Entry {
 /// The merged rows of an external fold, in key order.
 pub struct Merged {
     runs: Vec<Run>,
-    memory: Vec<(Vec<String>, Entry)>,
+    memory: Sorted,
     truncate: Option<Version>,
 }
 
@@ -251,7 +258,7 @@ impl Merged {
         mut each: impl FnMut(Vec<String>, Entry) -> Result<()>,
     ) -> Result<()> {
         let mut readers: Vec<RunReader<'_>> = self.runs.iter().map(Run::reader).collect();
-        let mut memory = self.memory.into_iter();
+        let mut memory = self.memory.into_entries();
         // Sources: the runs (oldest first), then memory (newest).
         let sources = readers.len() + 1;
         let mut advance = |source: usize| -> Result<Option<(Vec<String>, Entry)>> {

@@ -11,9 +11,10 @@ use std::io::{self, BufWriter, Write};
 use std::os::unix::fs::FileExt;
 use std::path::Path;
 
-use walfill_core::{Datum, Lsn, Version};
+use walfill_core::Version;
 
-use crate::apply::fold::{Entry, Op};
+use crate::apply::fold::record;
+use crate::apply::fold::Entry;
 
 /// Every this many entries, a run's key and offset stay in memory.
 const INDEX_EVERY: usize = 64;
@@ -34,21 +35,23 @@ pub(super) struct Run {
 }
 
 impl Run {
-    /// Writes `entries` (in key order) as a run in `dir`.
-    pub(super) fn write(dir: &Path, entries: &[(Vec<String>, Entry)]) -> io::Result<Run> {
+    /// Writes `records` (in key order) as a run in `dir`.
+    pub(super) fn write<'a>(
+        dir: &Path,
+        records: impl Iterator<Item = &'a [u8]>,
+    ) -> io::Result<Run> {
         let file = tempfile::tempfile_in(dir)?;
         let mut out = BufWriter::with_capacity(1 << 20, &file);
-        let mut index = Vec::with_capacity(entries.len() / INDEX_EVERY + 1);
+        let mut index = Vec::new();
         let mut offset = 0u64;
-        let mut record = Vec::new();
-        for (i, (key, entry)) in entries.iter().enumerate() {
+        let mut newest = Version::default();
+        for (i, record) in records.enumerate() {
             if i % INDEX_EVERY == 0 {
-                index.push((key.clone(), offset));
+                index.push((record::decode_key(record)?, offset));
             }
-            record.clear();
-            encode(&mut record, key, entry);
+            newest = newest.max(record::version(record)?);
             out.write_all(&(record.len() as u32).to_le_bytes())?;
-            out.write_all(&record)?;
+            out.write_all(record)?;
             offset += 4 + record.len() as u64;
         }
         out.flush()?;
@@ -57,11 +60,7 @@ impl Run {
             file,
             index,
             len: offset,
-            newest: entries
-                .iter()
-                .map(|(_, e)| e.version)
-                .max()
-                .unwrap_or_default(),
+            newest,
         })
     }
 
@@ -155,149 +154,21 @@ impl RunReader<'_> {
         let len = len as usize;
         self.fill(4 + len)?;
         if self.buffer.len() - self.at < 4 + len {
-            return Err(corrupt());
+            return Err(record::corrupt());
         }
         let record = &self.buffer[self.at + 4..self.at + 4 + len];
-        let decoded = decode(record)?;
+        let decoded = record::decode(record)?;
         self.at += 4 + len;
         Ok(Some(decoded))
     }
 }
 
-fn corrupt() -> io::Error {
-    io::Error::new(io::ErrorKind::InvalidData, "a spilled run is damaged")
-}
-
-fn put_str(out: &mut Vec<u8>, s: &str) {
-    out.extend((s.len() as u32).to_le_bytes());
-    out.extend(s.as_bytes());
-}
-
-fn put_strings(out: &mut Vec<u8>, strings: &[String]) {
-    out.extend((strings.len() as u32).to_le_bytes());
-    for s in strings {
-        put_str(out, s);
-    }
-}
-
-fn encode(out: &mut Vec<u8>, key: &[String], entry: &Entry) {
-    put_strings(out, key);
-    out.push(match entry.op {
-        Op::Upsert => 0,
-        Op::Delete => 1,
-    });
-    out.extend(entry.version.commit_lsn.0.to_le_bytes());
-    out.extend(entry.version.seq.to_le_bytes());
-    match entry.xid {
-        Some(xid) => {
-            out.push(1);
-            out.extend(xid.to_le_bytes());
-        }
-        None => out.push(0),
-    }
-    out.extend((entry.values.len() as u32).to_le_bytes());
-    for value in &entry.values {
-        match value {
-            Datum::Null => out.push(0),
-            Datum::Text(t) => {
-                out.push(1);
-                put_str(out, t);
-            }
-            Datum::Unchanged => out.push(2),
-        }
-    }
-    match &entry.fill_key {
-        Some(fill) => {
-            out.push(1);
-            put_strings(out, fill);
-        }
-        None => out.push(0),
-    }
-}
-
-/// A cursor over one record.
-struct Bytes<'a>(&'a [u8]);
-
-impl Bytes<'_> {
-    fn take(&mut self, n: usize) -> io::Result<&[u8]> {
-        if self.0.len() < n {
-            return Err(corrupt());
-        }
-        let (head, rest) = self.0.split_at(n);
-        self.0 = rest;
-        Ok(head)
-    }
-    fn u8(&mut self) -> io::Result<u8> {
-        Ok(self.take(1)?[0])
-    }
-    fn u32(&mut self) -> io::Result<u32> {
-        Ok(u32::from_le_bytes(
-            self.take(4)?.try_into().map_err(|_| corrupt())?,
-        ))
-    }
-    fn u64(&mut self) -> io::Result<u64> {
-        Ok(u64::from_le_bytes(
-            self.take(8)?.try_into().map_err(|_| corrupt())?,
-        ))
-    }
-    fn string(&mut self) -> io::Result<String> {
-        let n = self.u32()? as usize;
-        String::from_utf8(self.take(n)?.to_vec()).map_err(|_| corrupt())
-    }
-    fn strings(&mut self) -> io::Result<Vec<String>> {
-        let n = self.u32()? as usize;
-        (0..n).map(|_| self.string()).collect()
-    }
-}
-
-fn decode(record: &[u8]) -> io::Result<(Vec<String>, Entry)> {
-    let mut b = Bytes(record);
-    let key = b.strings()?;
-    let op = match b.u8()? {
-        0 => Op::Upsert,
-        1 => Op::Delete,
-        _ => return Err(corrupt()),
-    };
-    let version = Version {
-        commit_lsn: Lsn(b.u64()?),
-        seq: b.u32()?,
-    };
-    let xid = match b.u8()? {
-        0 => None,
-        _ => Some(b.u32()?),
-    };
-    let count = b.u32()? as usize;
-    let mut values = Vec::with_capacity(count);
-    for _ in 0..count {
-        values.push(match b.u8()? {
-            0 => Datum::Null,
-            1 => Datum::Text(b.string()?),
-            2 => Datum::Unchanged,
-            _ => return Err(corrupt()),
-        });
-    }
-    let fill_key = match b.u8()? {
-        0 => None,
-        _ => Some(b.strings()?),
-    };
-    if !b.0.is_empty() {
-        return Err(corrupt());
-    }
-    Ok((
-        key,
-        Entry {
-            op,
-            version,
-            xid,
-            values,
-            fill_key,
-        },
-    ))
-}
-
 #[cfg(test)]
 mod tests {
+    use walfill_core::{Datum, Lsn};
+
     use super::*;
+    use crate::apply::fold::Op;
 
     fn entry(n: u64, values: Vec<Datum>) -> Entry {
         Entry {
@@ -329,7 +200,16 @@ mod tests {
                 (vec![format!("{n:05}"), "b".into()], entry(n, values))
             })
             .collect();
-        let run = Run::write(&std::env::temp_dir(), &entries).unwrap();
+        let records: Vec<Vec<u8>> = entries
+            .iter()
+            .map(|(key, entry)| {
+                let mut record = Vec::new();
+                record::encode(&mut record, key, entry);
+                record
+            })
+            .collect();
+        let run = Run::write(&std::env::temp_dir(), records.iter().map(Vec::as_slice)).unwrap();
+        assert_eq!(run.newest(), entries[999].1.version);
         let mut reader = run.reader();
         let mut read = Vec::new();
         while let Some(e) = reader.next_entry().unwrap() {
@@ -343,19 +223,5 @@ mod tests {
         assert_eq!(run.lookup(&["00500".into(), "c".into()]).unwrap(), None);
         assert_eq!(run.lookup(&["99999".into()]).unwrap(), None);
         assert!(run.bytes() > 0);
-    }
-
-    #[test]
-    fn damaged_records_are_errors_not_panics() {
-        let key = vec!["k".to_string()];
-        let mut record = Vec::new();
-        encode(&mut record, &key, &entry(1, vec![Datum::Text("v".into())]));
-        assert!(decode(&record).is_ok());
-        for cut in 0..record.len() {
-            assert!(decode(&record[..cut]).is_err(), "cut at {cut}");
-        }
-        let mut longer = record.clone();
-        longer.push(0);
-        assert!(decode(&longer).is_err());
     }
 }

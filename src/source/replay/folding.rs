@@ -203,22 +203,19 @@ fn fold_base(
 ) -> Result<()> {
     let relation = relation_of(manifest);
     for part in &manifest.parts {
-        let rows = runtime.block_on(read_part(archive, manifest, part, &relation))?;
-        if rows.len() as u64 != part.rows {
-            return Err(Error::History(format!(
-                "base snapshot part {} holds {} rows where its manifest says {}",
-                part.file,
-                rows.len(),
-                part.rows
-            )));
-        }
         let version = Version::snapshot(part.lsn);
-        for new in rows {
+        let rows = read_part(runtime, archive, manifest, part, &relation, |new| {
             let change = RowChange::Insert {
                 relation: relation.clone(),
                 new,
             };
-            fold.add(version, change)?;
+            fold.add(version, change)
+        })?;
+        if rows != part.rows {
+            return Err(Error::History(format!(
+                "base snapshot part {} holds {} rows where its manifest says {}",
+                part.file, rows, part.rows
+            )));
         }
     }
     Ok(())
