@@ -74,6 +74,9 @@ pub async fn wait_for_archive(
     let started = Instant::now();
     let mut asked = false;
     let mut reported = started;
+    // The segment switched to is usually archived within tens of
+    // milliseconds: look again soon, then less and less often.
+    let mut every = Duration::from_millis(10);
     loop {
         let Some(missing) = missing(archive, from, boundary).await? else {
             return Ok(());
@@ -110,7 +113,8 @@ pub async fn wait_for_archive(
         } else {
             tracing::debug!(%missing, %boundary, "waiting for the archive");
         }
-        pause(Duration::from_millis(500), cancel).await?;
+        pause(every, cancel).await?;
+        every = (every * 2).min(Duration::from_millis(500));
     }
 }
 
