@@ -150,13 +150,19 @@ impl LiveStream {
     }
 
     /// Waits for the next event, or reports [`StreamEvent::Idle`] when no
-    /// transaction arrives for `idle` between transactions.
+    /// transaction arrives for `idle` between transactions, or at once
+    /// when, between transactions, the server says it has sent everything
+    /// before `until`.
     ///
     /// Keepalives do not put the idle report off: on a busy cluster the
     /// server sends one each time it has read WAL that was not ours, often
     /// many times a second, and a table nobody writes must still see its
     /// position move (and its slot confirmed) while that goes on.
-    pub async fn next(&mut self, idle: Duration) -> Result<StreamEvent, SnapshotError> {
+    pub async fn next(
+        &mut self,
+        idle: Duration,
+        until: Option<Lsn>,
+    ) -> Result<StreamEvent, SnapshotError> {
         let mut deadline = Instant::now() + idle;
         loop {
             if self.last_status.elapsed() >= STATUS_INTERVAL {
@@ -208,6 +214,13 @@ impl LiveStream {
                     }
                     if keepalive.reply_requested {
                         self.send_status().await?;
+                    }
+                    // A catch-up to `until` need not wait out `idle` once
+                    // the server is past it with no transaction open.
+                    if self.open.is_none() && until.is_some_and(|u| self.received >= u) {
+                        return Ok(StreamEvent::Idle {
+                            position: self.received,
+                        });
                     }
                 }
                 _ => {

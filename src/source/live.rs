@@ -347,8 +347,9 @@ impl HistorySource for LiveSource {
                 return Ok(None);
             }
             // `next` returns within IDLE when nothing arrives, so a stop
-            // request is seen soon.
-            match self.stream.next(IDLE).await? {
+            // request is seen soon; and as soon as the server says it is
+            // past the target, so a catch-up ends without waiting.
+            match self.stream.next(IDLE, self.options.until).await? {
                 StreamEvent::Begin {
                     xid,
                     commit_lsn,
