@@ -149,7 +149,7 @@ impl ReplaySource {
         let total = range.boundary.checked_sub(range.restart).unwrap_or(0);
         let decoding = tokio::task::spawn_blocking(move || {
             let batch_rows = space.batch_rows.max(1);
-            let (to_fold, messages) = std::sync::mpsc::sync_channel(128);
+            let (to_fold, messages) = std::sync::mpsc::sync_channel(48);
             let folder = folding::FoldThread {
                 fold: ExternalFold::new(folder, space.memory, space.spill_dir),
                 batches: tx,
