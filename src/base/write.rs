@@ -184,33 +184,63 @@ impl BaseWriter {
         Ok(())
     }
 
-    /// Writes the buffered rows as one part.
+    /// Writes the buffered rows as one part (encoded on a blocking thread).
     pub async fn flush(&mut self) -> Result<()> {
-        if self.buffered == 0 {
+        let Some(batch) = self.take_batch()? else {
             return Ok(());
+        };
+        let bytes = tokio::task::spawn_blocking({
+            let schema = self.schema.clone();
+            move || encode_part(schema, batch)
+        })
+        .await
+        .map_err(|e| Error::Internal(format!("writing a base snapshot part: {e}")))??;
+        self.put_part(bytes).await
+    }
+
+    /// [`BaseWriter::flush_if_due`] from a thread of its own that may
+    /// block (a replay's fold thread): the part is encoded right here, so
+    /// the memory its rows took is freed by the thread that took it.
+    pub fn flush_if_due_here(&mut self, runtime: &tokio::runtime::Handle) -> Result<()> {
+        if let Some(why) = &self.failed {
+            return Err(Error::Internal(format!("keeping a copied row: {why}")));
+        }
+        if self.buffered < PART_ROWS {
+            return Ok(());
+        }
+        self.flush_here(runtime)
+    }
+
+    /// [`BaseWriter::flush`], encoding on this thread.
+    pub fn flush_here(&mut self, runtime: &tokio::runtime::Handle) -> Result<()> {
+        let Some(batch) = self.take_batch()? else {
+            return Ok(());
+        };
+        let bytes = encode_part(self.schema.clone(), batch)?;
+        runtime.block_on(self.put_part(bytes))
+    }
+
+    /// The buffered rows as one record batch, if there are any; fails when
+    /// a row could not be kept (such a base must never be finished).
+    fn take_batch(&mut self) -> Result<Option<RecordBatch>> {
+        if let Some(why) = &self.failed {
+            return Err(Error::Internal(format!("keeping a copied row: {why}")));
+        }
+        if self.buffered == 0 {
+            return Ok(None);
         }
         let arrays: Vec<ArrayRef> = self
             .builders
             .iter_mut()
             .map(|b| Arc::new(b.finish()) as ArrayRef)
             .collect();
-        let batch = RecordBatch::try_new(self.schema.clone(), arrays)
-            .map_err(|e| Error::Internal(format!("building a base snapshot part: {e}")))?;
-        let bytes = tokio::task::spawn_blocking({
-            let schema = self.schema.clone();
-            move || -> std::result::Result<Vec<u8>, String> {
-                let props = WriterProperties::builder()
-                    .set_compression(Compression::ZSTD(ZstdLevel::try_new(3).unwrap_or_default()))
-                    .build();
-                let mut writer = ArrowWriter::try_new(Vec::new(), schema, Some(props))
-                    .map_err(|e| e.to_string())?;
-                writer.write(&batch).map_err(|e| e.to_string())?;
-                writer.into_inner().map_err(|e| e.to_string())
-            }
-        })
-        .await
-        .map_err(|e| Error::Internal(format!("writing a base snapshot part: {e}")))?
-        .map_err(|e| Error::Internal(format!("writing a base snapshot part: {e}")))?;
+        RecordBatch::try_new(self.schema.clone(), arrays)
+            .map(Some)
+            .map_err(|e| Error::Internal(format!("building a base snapshot part: {e}")))
+    }
+
+    /// Stores an encoded part of the buffered rows.
+    async fn put_part(&mut self, bytes: Vec<u8>) -> Result<()> {
         let file = format!(
             "part-{:016X}-{:012}.parquet",
             self.boundary.0, self.first_row
@@ -363,6 +393,19 @@ async fn retire_older(archive: &Archive, database: u32, relid: u32, keep: u32) -
 }
 
 /// The LSN in a part's name: `part-<lsn hex>-<first row>.parquet`.
+/// One part's rows as a Parquet file.
+fn encode_part(schema: Arc<Schema>, batch: RecordBatch) -> Result<Vec<u8>> {
+    let props = WriterProperties::builder()
+        .set_compression(Compression::ZSTD(ZstdLevel::try_new(3).unwrap_or_default()))
+        .build();
+    let failed = |e: parquet::errors::ParquetError| {
+        Error::Internal(format!("writing a base snapshot part: {e}"))
+    };
+    let mut writer = ArrowWriter::try_new(Vec::new(), schema, Some(props)).map_err(failed)?;
+    writer.write(&batch).map_err(failed)?;
+    writer.into_inner().map_err(failed)
+}
+
 fn part_lsn(name: &str) -> Option<Lsn> {
     let hex = name.strip_prefix("part-")?.split('-').next()?;
     u64::from_str_radix(hex, 16).ok().map(Lsn)

@@ -32,7 +32,7 @@ use crate::db::{self, Role};
 use crate::error::{Error, Result};
 use crate::plan::Plan;
 use crate::planner::source_identity;
-use crate::source::replay::{FoldSpace, ReplayRange, ReplaySource};
+use crate::source::replay::{FoldSpace, Output, ReplayRange, ReplaySource};
 use crate::state::{self, VersionState};
 
 /// What one table's compaction did.
@@ -223,14 +223,15 @@ async fn compact_table(
         space,
         format!("compact {table}"),
         cancel.clone(),
-        Some(writer),
+        Output::BaseOnly(writer),
     )
     .await?;
-    // The merged rows go to the base on the fold thread; nothing is stored.
+    // The merged rows go to the base on the fold thread; only their count
+    // comes here.
     let mut rows = 0u64;
     while let Some(batch) = source.next().await? {
-        if let crate::apply::Writes::Merged(merged) = &batch.writes {
-            rows += merged.len() as u64;
+        if let Some(crate::apply::Cursor::Merged { rows: n, .. }) = batch.cursor {
+            rows += n as u64;
         }
     }
     let outcome = source.finish().await?;

@@ -21,7 +21,7 @@ use crate::error::{Error, Result};
 use crate::failpoint;
 use crate::plan::Plan;
 use crate::planner::{source_identity, ReplayStart};
-use crate::source::replay::{check, FoldSpace, ReplayOutcome, ReplayRange, ReplaySource};
+use crate::source::replay::{check, FoldSpace, Output, ReplayOutcome, ReplayRange, ReplaySource};
 use crate::state::{FillStart, Phase, VersionState};
 
 /// Replays the archive into the version up to its boundary (creating the
@@ -238,7 +238,10 @@ async fn replay_wal(
         space,
         format!("replay {}", state.label()),
         cx.cancel.clone(),
-        leaves,
+        match leaves {
+            Some(writer) => Output::StoreAndBase(writer),
+            None => Output::Store,
+        },
     )
     .await?;
     let (target, version, slot) = (

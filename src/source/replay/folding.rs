@@ -50,6 +50,9 @@ pub(super) struct FoldThread {
     /// The base snapshot this replay leaves at its boundary, if any: the
     /// merged rows go to it as they go to the apply loop.
     pub(super) leaves: Option<(BaseWriter, tokio::runtime::Handle)>,
+    /// Whether the merged rows go to the apply loop (else only their
+    /// count does: a compaction keeps them in the base alone).
+    pub(super) store: bool,
 }
 
 impl FoldThread {
@@ -119,6 +122,7 @@ impl FoldThread {
             fold,
             batches,
             leaves,
+            store,
             ..
         } = self;
         let mut leaves = match (leaves, whole) {
@@ -136,13 +140,9 @@ impl FoldThread {
             spilled_mib = spilled.peak_bytes >> 20,
             "decoded up to the boundary; storing each key's final row"
         );
-        let mut send = |rows: Vec<(Vec<String>, Entry)>| -> Result<()> {
-            let Some(last_key) = rows.last().map(|(k, _)| k.clone()) else {
-                return Ok(());
-            };
-            let count = rows.len() as i64;
+        let mut send = |writes: Writes, last_key: Vec<String>, count: i64| -> Result<()> {
             let batch = Batch {
-                writes: Writes::Merged(rows),
+                writes,
                 truncate: truncated,
                 truncate_xid: None,
                 changes: std::mem::take(&mut changes),
@@ -155,31 +155,47 @@ impl FoldThread {
                 .blocking_send(batch)
                 .map_err(|_| Error::Internal("the apply loop stopped".into()))
         };
-        let mut rows = Vec::with_capacity(batch_rows);
+        let mut send_rows = |rows: Vec<(Vec<String>, Entry)>| -> Result<()> {
+            let Some(last_key) = rows.last().map(|(k, _)| k.clone()) else {
+                return Ok(());
+            };
+            let count = rows.len() as i64;
+            send(Writes::Merged(rows), last_key, count)
+        };
+        let mut rows = Vec::with_capacity(if store { batch_rows } else { 0 });
+        // Without storing: the rows counted, and the last key.
+        let mut counted: (i64, Option<Vec<String>>) = (0, None);
         fold.finish().for_each_row(loaded, |key, entry| {
             if let Some((writer, runtime)) = leaves.as_mut() {
                 writer.push(&entry.values);
                 if writer.part_due() {
-                    if let Err(e) = runtime.block_on(writer.flush_if_due()) {
+                    if let Err(e) = writer.flush_if_due_here(runtime) {
                         leaves = no_base(&e.describe());
                     }
                 }
             }
+            if !store {
+                counted = (counted.0 + 1, Some(key));
+                return Ok(());
+            }
             rows.push((key, entry));
             if rows.len() >= batch_rows {
-                send(std::mem::replace(&mut rows, Vec::with_capacity(batch_rows)))?;
+                send_rows(std::mem::replace(&mut rows, Vec::with_capacity(batch_rows)))?;
             }
             Ok(())
         })?;
-        send(rows)?;
+        send_rows(rows)?;
+        if let (count, Some(last_key)) = counted {
+            send(Writes::None, last_key, count)?;
+        }
         if let Some((writer, runtime)) = leaves {
             // A base is a help for later versions: one that cannot be
             // written costs this one nothing.
-            if let Err(e) = runtime.block_on(async {
-                let mut writer = writer;
-                writer.flush_if_due().await?;
-                writer.finish().await
-            }) {
+            let mut writer = writer;
+            let written = writer
+                .flush_here(&runtime)
+                .and_then(|()| runtime.block_on(writer.finish()));
+            if let Err(e) = written {
                 no_base::<()>(&e.describe());
             }
         }

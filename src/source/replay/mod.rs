@@ -108,10 +108,21 @@ pub struct FoldSpace {
     pub batch_rows: usize,
 }
 
+/// What a replay's merged rows become.
+pub enum Output {
+    /// Batches for the apply loop to store.
+    Store,
+    /// Those, and a base snapshot at the boundary (when the history decoded
+    /// every column of the table).
+    StoreAndBase(BaseWriter),
+    /// A base snapshot alone (a compaction): the batches carry only the
+    /// count of rows, not the rows.
+    BaseOnly(BaseWriter),
+}
+
 impl ReplaySource {
-    /// Starts decoding on a blocking thread. With `leaves`, the merged rows
-    /// also become a base snapshot at the boundary, when the history
-    /// decoded every column of the table.
+    /// Starts decoding on a blocking thread; the merged rows go where
+    /// `output` says.
     pub async fn start(
         archive: &Archive,
         range: ReplayRange,
@@ -119,8 +130,13 @@ impl ReplaySource {
         space: FoldSpace,
         label: String,
         cancel: CancellationToken,
-        leaves: Option<BaseWriter>,
+        output: Output,
     ) -> Result<ReplaySource> {
+        let (leaves, store) = match output {
+            Output::Store => (None, true),
+            Output::StoreAndBase(writer) => (Some(writer), true),
+            Output::BaseOnly(writer) => (Some(writer), false),
+        };
         let mut catalog = Catalog::new(range.database);
         if let Some(known) = &range.known {
             catalog.insert(RelationSchema::new(known.clone()));
@@ -158,6 +174,7 @@ impl ReplaySource {
                     (store, m, runtime.clone())
                 }),
                 leaves: leaves.map(|writer| (writer, runtime.clone())),
+                store,
             };
             let fold_thread = std::thread::Builder::new()
                 .name("walfill-fold".into())
