@@ -165,27 +165,10 @@ impl RunReader<'_> {
 
 #[cfg(test)]
 mod tests {
-    use walfill_core::{Datum, Lsn};
+    use walfill_core::Datum;
 
     use super::*;
-    use crate::apply::fold::Op;
-
-    fn entry(n: u64, values: Vec<Datum>) -> Entry {
-        Entry {
-            op: if values.is_empty() {
-                Op::Delete
-            } else {
-                Op::Upsert
-            },
-            version: Version {
-                commit_lsn: Lsn(n),
-                seq: n as u32,
-            },
-            xid: (n % 2 == 0).then_some(n as u32),
-            values,
-            fill_key: (n % 3 == 0).then(|| vec![format!("k{n}"), String::new()]),
-        }
-    }
+    use crate::apply::fold::record::testing::entry;
 
     #[test]
     fn a_run_reads_back_in_order_and_looks_keys_up() {

@@ -61,16 +61,14 @@ fn key_in(blocks: &[Vec<u8>], at: At) -> &[u8] {
 /// Appends `record` (with its length) to `blocks`; where it went, and the
 /// bytes it took.
 fn push(blocks: &mut Vec<Vec<u8>>, record: &[u8]) -> (At, usize) {
-    let mut prefix = Vec::with_capacity(10);
-    record::put_varint(&mut prefix, record.len() as u64);
-    let need = prefix.len() + record.len();
+    let need = record::varint_len(record.len() as u64) + record.len();
     if blocks.last().is_none_or(|b| b.capacity() - b.len() < need) {
         blocks.push(Vec::with_capacity(BLOCK.max(need)));
     }
     let index = blocks.len() - 1;
     let block = &mut blocks[index];
     let at = ((index as u64) << 32) | block.len() as u64;
-    block.extend_from_slice(&prefix);
+    record::put_varint(block, record.len() as u64);
     block.extend_from_slice(record);
     (at, need)
 }
@@ -112,9 +110,7 @@ impl Arena {
                 if record::version(old).is_ok_and(|v| v > version) {
                     return false;
                 }
-                let mut prefix = Vec::new();
-                record::put_varint(&mut prefix, old.len() as u64);
-                self.garbage += prefix.len() + old.len();
+                self.garbage += record::varint_len(old.len() as u64) + old.len();
                 let (at, took) = push(&mut self.blocks, record);
                 held.get_mut().1 = at;
                 self.used += took;

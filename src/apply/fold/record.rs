@@ -151,6 +151,11 @@ pub(crate) fn put_varint(out: &mut Vec<u8>, mut v: u64) {
     out.push(v as u8);
 }
 
+/// How many bytes [`put_varint`] takes for `v`.
+pub(crate) fn varint_len(v: u64) -> usize {
+    (64 - (v | 1).leading_zeros() as usize).div_ceil(7)
+}
+
 /// Reads a LEB128 varint at the start of `bytes`: its value and length.
 pub(crate) fn read_varint(bytes: &[u8]) -> io::Result<(u64, usize)> {
     let mut b = Bytes(bytes);
@@ -221,11 +226,16 @@ impl<'a> Bytes<'a> {
     }
 }
 
+/// Entries of every shape, for tests of what stores records.
 #[cfg(test)]
-mod tests {
-    use super::*;
+pub(crate) mod testing {
+    use walfill_core::{Datum, Lsn, Version};
 
-    fn entry(n: u64, values: Vec<Datum>) -> Entry {
+    use crate::apply::fold::{Entry, Op};
+
+    /// The `n`th entry: a delete without values, else an upsert; versions
+    /// grow with `n`; some with an xid, some with a fill key.
+    pub(crate) fn entry(n: u64, values: Vec<Datum>) -> Entry {
         Entry {
             op: if values.is_empty() {
                 Op::Delete
@@ -241,6 +251,12 @@ mod tests {
             fill_key: (n % 3 == 0).then(|| vec![format!("k{n}"), String::new()]),
         }
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::testing::entry;
+    use super::*;
 
     #[test]
     fn records_read_back_with_their_key_version_and_order() {
