@@ -15,10 +15,9 @@
 use bytes::Bytes;
 use futures_util::StreamExt;
 
+use crate::copy_data::{split_copy_line, strip_binary_header, BinaryRow, CopyFormat};
 use crate::error::SnapshotError;
-use crate::rows::{
-    split_copy_line, strip_binary_header, BinaryRow, ChunkRead, CopyFormat, PieceWriter, RowsSender,
-};
+use crate::rows::{ChunkRead, PieceWriter, RowsSender};
 use crate::sql::{ident_list, quote_ident, quote_literal};
 use crate::table::SourceTable;
 

@@ -12,6 +12,7 @@
 
 pub mod boundary;
 pub mod copy;
+pub mod copy_data;
 pub mod error;
 pub mod format;
 pub mod live;
@@ -22,8 +23,9 @@ pub mod table;
 
 pub use boundary::{Boundary, ReplicationConnection, ReplicationUrl};
 pub use copy::{ChunkReading, KeysetChunk, Projection, RowTap};
+pub use copy_data::CopyFormat;
 pub use error::SnapshotError;
 pub use live::{LiveStream, StreamEvent};
-pub use rows::{ChunkRead, ChunkRows, CopyFormat, Piece, RowsSender};
+pub use rows::{ChunkRead, ChunkRows, Piece, RowsSender};
 pub use suffix::RowSuffix;
 pub use table::{ReplicaIdentity, SourceCollation, SourceTable, TableColumn, DEFAULT_COLLATION};

@@ -8,8 +8,8 @@
 
 use bytes::{BufMut, BytesMut};
 
+use crate::copy_data::{escape_copy_field, CopyFormat, BINARY_HEADER};
 use crate::error::SnapshotError;
-use crate::rows::{escape_copy_field, CopyFormat, BINARY_HEADER};
 
 /// Fields to append to each row, in both COPY formats.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -107,7 +107,7 @@ fn malformed() -> SnapshotError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::rows::tests::binary_row;
+    use crate::copy_data::tests::binary_row;
 
     fn suffix() -> RowSuffix {
         RowSuffix::new(&[

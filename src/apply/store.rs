@@ -8,7 +8,7 @@ use bytes::Bytes;
 use futures_util::SinkExt;
 use tokio_postgres::Transaction as DestTransaction;
 use walfill_core::{Datum, Lsn, Version};
-use walfill_snapshot::rows::escape_copy_field;
+use walfill_snapshot::copy_data::escape_copy_field;
 use walfill_snapshot::{ChunkRead, ChunkRows, RowSuffix};
 
 use super::batch::{Batch, ChunkSnapshot, Writes};

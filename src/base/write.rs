@@ -14,7 +14,7 @@ use walfill_core::Datum;
 use walfill_replay::archive::Archive;
 use walfill_replay::decode::NewRelation;
 use walfill_replay::Lsn;
-use walfill_snapshot::rows::split_copy_line;
+use walfill_snapshot::copy_data::split_copy_line;
 
 use super::{base_dir, Manifest, Part};
 use crate::error::{Error, Result};

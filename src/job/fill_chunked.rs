@@ -20,6 +20,7 @@ use tokio_postgres::{Client, IsolationLevel};
 use walfill_core::sql::quote_literal;
 use walfill_snapshot::{Boundary, CopyFormat, Projection, ReplicationConnection};
 
+use super::copy_rows::{projection, rows_label};
 use super::source::slot_exists;
 use super::Context;
 use crate::apply::{run, Store, StreamDesc};
@@ -106,8 +107,7 @@ pub(super) async fn fill_chunked(
     let format =
         crate::source::copy_format(cx.config.backfill.copy_format, cx.source, dest, plan, false)
             .await?;
-    let projection =
-        super::fill_copy::projection(cx, dest, plan, loading && !direct, format).await?;
+    let projection = projection(cx, dest, plan, loading && !direct, format).await?;
     tracing::info!(
         table = %plan.staging_table(),
         mode = "chunked: a short transaction per chunk",
@@ -214,15 +214,6 @@ async fn copy_range(
 /// Whether rows go straight into the version's table, how they travel, and
 /// the transform the source evaluates over them, if it does.
 type Rows = (bool, CopyFormat, Option<Projection>);
-
-/// How a copy's rows reach the version's table, for its log line.
-pub(super) fn rows_label(direct: bool, projected: bool) -> &'static str {
-    match (direct, projected) {
-        (true, _) => "copied straight in (identity transform)",
-        (false, true) => "transformed on the source and copied straight in",
-        (false, false) => "through the transform",
-    }
-}
 
 /// What one sequence of chunks reads.
 struct Part {

@@ -6,6 +6,7 @@
 use tokio_postgres::Client;
 use walfill_snapshot::{Boundary, CopyFormat, ReplicationConnection};
 
+use super::copy_rows::{projection, rows_label};
 use super::source::slot_exists;
 use super::Context;
 use crate::apply::{run, Store};
@@ -143,7 +144,7 @@ pub(super) async fn fill_copy(
     tracing::info!(
         table = %plan.staging_table(),
         key_index = if loading { "built after the copy" } else { "kept" },
-        rows = super::fill_chunked::rows_label(direct, projected),
+        rows = rows_label(direct, projected),
         "loading"
     );
     let store = if direct {
@@ -173,23 +174,6 @@ pub(super) async fn fill_copy(
     failpoint::hit("copy.end");
     state.finish_fill(dest, None, None, None).await?;
     Ok(stream_conn)
-}
-
-/// The transform for the source to evaluate over the copy's chunks, when
-/// the version is `loading` (nothing else writes it) and that gives the
-/// same values (see [`crate::source::evaluate`]).
-pub(super) async fn projection(
-    cx: &Context<'_>,
-    dest: &Client,
-    plan: &Plan,
-    loading: bool,
-    format: CopyFormat,
-) -> Result<Option<walfill_snapshot::Projection>> {
-    if !loading {
-        return Ok(None);
-    }
-    let on = cx.config.backfill.transform_on;
-    crate::source::evaluate::projection(on, format, cx.source, dest, plan).await
 }
 
 /// Whether the table is read chunk by chunk, each in a snapshot of its

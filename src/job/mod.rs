@@ -6,6 +6,7 @@ mod archive_wait;
 mod backfill;
 mod base;
 mod compact;
+mod copy_rows;
 mod fence;
 mod fill_chunked;
 mod fill_copy;

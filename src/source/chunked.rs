@@ -37,6 +37,7 @@ use walfill_snapshot::{
 };
 
 use super::copy::{copy_table, hidden_columns, Pace};
+use super::evaluate::give_up_projection;
 use crate::apply::{Batch, ChunkSnapshot, Cursor, HistorySource, Writes};
 use crate::config::PgUrl;
 use crate::db::{self, Role};
@@ -396,18 +397,6 @@ impl Reader {
             return Ok(read);
         }
     }
-}
-
-/// Reads the rest of the copy as the table's rows, for the destination to
-/// transform: the source could not evaluate the transform over a chunk (a
-/// row it fails on becomes a dead letter there).
-pub(super) fn give_up_projection(projection: &mut Option<Projection>, e: &SnapshotError) {
-    tracing::warn!(
-        error = %e,
-        "the transform failed on the source; the rest of the copy evaluates it in the \
-         destination, where a row it fails on becomes a dead letter"
-    );
-    *projection = None;
 }
 
 /// The table's qualified name from `[schema, name]`, or the error saying

@@ -24,6 +24,7 @@ use walfill_snapshot::{
     ChunkRows, CopyFormat, KeysetChunk, Projection, SnapshotError, SourceTable,
 };
 
+use super::evaluate::give_up_projection;
 use crate::apply::{Batch, Cursor, HistorySource, StreamDesc, Writes};
 use crate::base::BaseWriter;
 use crate::error::{Error, Result};
@@ -362,7 +363,7 @@ async fn read_chunks(
             Ok(Some(reading)) => reading,
             Ok(None) => break,
             Err(e) if projected => {
-                super::chunked::give_up_projection(&mut projection, &e);
+                give_up_projection(&mut projection, &e);
                 savepoint("ROLLBACK TO").await?;
                 continue;
             }
@@ -396,7 +397,7 @@ async fn read_chunks(
             Err(e) if projected => {
                 // What arrived of the chunk is rolled back, and the chunk
                 // is read again.
-                super::chunked::give_up_projection(&mut projection, &e);
+                give_up_projection(&mut projection, &e);
                 let _ = sender.send(Err(SnapshotError::Cut(e.to_string()))).await;
                 drop(tap);
                 savepoint("ROLLBACK TO").await?;

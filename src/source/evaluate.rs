@@ -24,7 +24,7 @@
 
 use tokio_postgres::Client;
 use walfill_core::sql::quote_ident;
-use walfill_snapshot::{CopyFormat, Projection};
+use walfill_snapshot::{CopyFormat, Projection, SnapshotError};
 
 use crate::config::TransformOn;
 use crate::db::Role;
@@ -235,4 +235,16 @@ fn typed_select(plan: &Plan) -> String {
         quote_ident(&projection.alias),
         projection.join
     )
+}
+
+/// Reads the rest of the copy as the table's rows, for the destination to
+/// transform: the source could not evaluate the transform over a chunk (a
+/// row it fails on becomes a dead letter there).
+pub(super) fn give_up_projection(projection: &mut Option<Projection>, e: &SnapshotError) {
+    tracing::warn!(
+        error = %e,
+        "the transform failed on the source; the rest of the copy evaluates it in the \
+         destination, where a row it fails on becomes a dead letter"
+    );
+    *projection = None;
 }

@@ -5,6 +5,17 @@ use crate::tuple::TupleError;
 use crate::types::TypeError;
 use crate::wal::DecodeError;
 
+/// A column whose type the decoder cannot print.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct UnsupportedColumn {
+    /// `schema.table`.
+    pub relation: String,
+    /// Column name.
+    pub column: String,
+    /// Type name (`format_type`).
+    pub type_name: String,
+}
+
 /// An error a sink returns to stop decoding.
 pub type SinkError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -40,7 +51,7 @@ pub enum ReplayError {
     },
     /// A column's type cannot be decoded (in strict mode).
     #[error("column {}.{} has type {}, which walfill cannot decode from WAL", .0.relation, .0.column, .0.type_name)]
-    Unsupported(super::row::UnsupportedColumn),
+    Unsupported(UnsupportedColumn),
     /// The transaction bookkeeping met something it cannot follow.
     #[error("at {lsn}: {message}")]
     Transactions {

@@ -32,13 +32,13 @@ mod truncate;
 mod typeinfo;
 
 pub use catalog::{Catalog, CatalogSnapshot, NewRelation, RelationSchema};
-pub use error::{ReplayError, SinkError};
+pub use error::{ReplayError, SinkError, UnsupportedColumn};
 pub use identity::Identity;
 pub use journal::{
     changed_without_rows, parse as parse_journal, Creation, JournalMessage, JournalUpdate,
     LostRelation, ERROR_PREFIX as JOURNAL_ERROR_PREFIX, PREFIX as JOURNAL_PREFIX,
 };
-pub use row::{is_supported, UnsupportedColumn};
+pub use row::is_supported;
 pub use segments::{decode_planned, decode_segments, FeedOutcome, PlannedSegment, SegmentSource};
 pub use spill::{ChangeRef, DatumIter, DatumRef, Datums};
 pub use typeinfo::{TypeAttr, TypeRow, TypeRows};

@@ -7,19 +7,8 @@ use crate::types::{output_into, Dialect, TypeError, TypeInfo};
 use crate::wal::TupleFragment;
 
 use super::catalog::RelationSchema;
-use super::error::ReplayError;
+use super::error::{ReplayError, UnsupportedColumn};
 use super::spill::ChangeWriter;
-
-/// A column whose type the decoder cannot print.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct UnsupportedColumn {
-    /// `schema.table`.
-    pub relation: String,
-    /// Column name.
-    pub column: String,
-    /// Type name (`format_type`).
-    pub type_name: String,
-}
 
 /// Scratch space for the text of values, and the dialect of the server
 /// that wrote them.

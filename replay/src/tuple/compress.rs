@@ -8,7 +8,27 @@
 
 use super::error::{TupleError, TupleErrorKind};
 use super::pglz;
-use super::varlena::Compression;
+
+/// A compression method of inline-compressed or TOASTed values
+/// (`ToastCompressionId`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Compression {
+    /// PostgreSQL's own LZ-family compressor (method id 0).
+    Pglz,
+    /// LZ4 block format (method id 1).
+    Lz4,
+}
+
+impl Compression {
+    /// The method for the two method bits of `va_tcinfo` / `va_extinfo`.
+    pub fn from_id(id: u8) -> Result<Compression, TupleError> {
+        match id {
+            0 => Ok(Compression::Pglz),
+            1 => Ok(Compression::Lz4),
+            method => Err(TupleErrorKind::UnknownCompression { method }.into()),
+        }
+    }
+}
 
 /// Upper bound on LZ4 expansion: every input byte of a match-length
 /// extension adds at most 255 output bytes.

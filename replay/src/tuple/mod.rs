@@ -24,10 +24,10 @@ mod schema;
 mod toast;
 mod varlena;
 
-pub use compress::decompress;
+pub use compress::{decompress, Compression};
 pub use error::{TupleError, TupleErrorKind};
 pub use heap_tuple::{deform, RawDatum, HEAP_HASNULL, HEAP_NATTS_MASK, SIZEOF_HEAP_TUPLE_HEADER};
 pub(crate) use heap_tuple::{deform_layouts, Layout};
 pub use schema::{Align, AttrSchema, RelSchema, Storage};
 pub use toast::{decode_chunk, ToastChunk, ToastChunks};
-pub use varlena::{detoast_inline, Compression, ToastPointer, Varlena};
+pub use varlena::{detoast_inline, ToastPointer, Varlena};

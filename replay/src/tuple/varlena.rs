@@ -18,7 +18,7 @@
 
 use std::borrow::Cow;
 
-use super::compress::decompress;
+use super::compress::{decompress, Compression};
 use super::error::{byte_at, read_u32, take, TupleError, TupleErrorKind};
 
 /// `vartag_external` of an on-disk TOAST pointer (`VARTAG_ONDISK`).
@@ -27,27 +27,6 @@ const VARTAG_ONDISK: u8 = 18;
 pub(crate) const TOAST_POINTER_SIZE: usize = 18;
 /// Mask of the size bits in `va_tcinfo` / `va_extinfo`.
 const SIZE_MASK: u32 = 0x3FFF_FFFF;
-
-/// A compression method of inline-compressed or TOASTed values
-/// (`ToastCompressionId`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Compression {
-    /// PostgreSQL's own LZ-family compressor (method id 0).
-    Pglz,
-    /// LZ4 block format (method id 1).
-    Lz4,
-}
-
-impl Compression {
-    /// The method for the two method bits of `va_tcinfo` / `va_extinfo`.
-    pub fn from_id(id: u8) -> Result<Compression, TupleError> {
-        match id {
-            0 => Ok(Compression::Pglz),
-            1 => Ok(Compression::Lz4),
-            method => Err(TupleErrorKind::UnknownCompression { method }.into()),
-        }
-    }
-}
 
 /// An on-disk TOAST pointer (`varatt_external`): where the value's chunks
 /// are and how big it is.

@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::info::Align;
+use crate::tuple::Align;
 
 /// The built-in scalar types this module can print.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]

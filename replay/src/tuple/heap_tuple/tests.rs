@@ -6,8 +6,9 @@
 use proptest::prelude::*;
 
 use super::*;
+use crate::tuple::compress::Compression;
 use crate::tuple::schema::{AttrSchema, Storage};
-use crate::tuple::varlena::{Compression, ToastPointer};
+use crate::tuple::varlena::ToastPointer;
 
 fn attr(attnum: i16, len: i16, align: Align) -> AttrSchema {
     AttrSchema {

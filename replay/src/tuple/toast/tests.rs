@@ -2,8 +2,8 @@
 //! `pglz/tests.rs` for where they come from).
 
 use super::*;
+use crate::tuple::compress::Compression;
 use crate::tuple::pglz::tests::{hex, sample_text, PG_LZ4_SAMPLE, PG_PGLZ_SAMPLE};
-use crate::tuple::varlena::Compression;
 
 /// The bytes a compressed value stores in its chunks (everything after the
 /// 4-byte header) and a pointer to them.
