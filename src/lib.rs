@@ -8,7 +8,7 @@
 //! history source ([`source`]: a snapshot copy, a base snapshot, WAL
 //! replay, the live stream) → batches → [`apply`] (the transform, a
 //! versioned upsert into the version's table, the cursor recorded in the
-//! same transaction) → [`swap`].
+//! same transaction) → the view swap ([`job::swap`]).
 //!
 //! Every row change carries the version `(commit LSN, position in its
 //! transaction)`; snapshot rows carry `(boundary, 0)`. The apply lets only a
@@ -40,6 +40,6 @@ pub mod setup;
 pub mod source;
 pub mod state;
 pub mod status;
-pub mod swap;
 pub mod telemetry;
+pub mod upstream;
 pub mod verify;

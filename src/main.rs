@@ -10,7 +10,7 @@ use walfill::cli::{Cli, Command};
 use walfill::config::{self, Config, PgUrl};
 use walfill::error::{Error, Result};
 use walfill::{
-    archiver, db, decode, job, journal, planner, retire, setup, state, status, swap, telemetry,
+    archiver, db, decode, job, journal, planner, retire, setup, state, status, telemetry,
 };
 
 /// The memory allocator. glibc's keeps memory a thread freed for that
@@ -174,14 +174,14 @@ async fn run(command: Command, config: Option<Config>, path: PathBuf) -> Result<
             config.target(&target)?;
             let mut dest = db::connect(&config.destination, db::Role::Destination).await?;
             state::require(&dest).await?;
-            swap::swap(&config, &mut dest, &target, &version, force, &cancel).await?;
+            job::swap(&config, &mut dest, &target, &version, force, &cancel).await?;
             walfill::say!("{target} now shows version {version}")?;
         }
         Command::Rollback { target, force } => {
             config.target(&target)?;
             let mut dest = db::connect(&config.destination, db::Role::Destination).await?;
             state::require(&dest).await?;
-            let version = swap::rollback(&config, &mut dest, &target, force, &cancel).await?;
+            let version = job::rollback(&config, &mut dest, &target, force, &cancel).await?;
             walfill::say!("{target} now shows version {version} again")?;
         }
         Command::Sync { targets, once } => {

@@ -10,8 +10,8 @@ use std::time::Duration;
 use crate::config::Config;
 use crate::db::{self, Role};
 use crate::error::{Error, Result};
-use crate::job::{drop_slot_when_free, slot_exists};
 use crate::state::{self, lock, Phase, VersionState};
+use crate::upstream::{drop_slot_when_free, slot_exists};
 
 /// How long retire waits for a running sync to let go of the version.
 const LET_GO_WAIT: Duration = Duration::from_secs(60);

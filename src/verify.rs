@@ -454,7 +454,7 @@ async fn strays(
         )
         .await
         .map_err(|e| Error::source_query("marking the source's position", e))?;
-    let now = crate::job::current_wal_lsn(source).await?;
+    let now = crate::upstream::current_wal_lsn(source).await?;
     VersionState::wait_applied(
         dest,
         &plan.def.target,

@@ -8,6 +8,7 @@
 //! stores each batch and records its cursor in one destination transaction,
 //! and only then tells the source it may forget what the batch covered.
 
+use tokio_postgres::Transaction;
 use walfill_core::{Lsn, Version};
 use walfill_snapshot::{ChunkRead, ChunkRows};
 
@@ -184,4 +185,25 @@ pub trait HistorySource {
     fn confirms_upstream(&self) -> bool {
         true
     }
+}
+
+/// Where the apply loop records how far a version has got: each stored
+/// batch's cursor, inside the batch's own destination transaction. The
+/// version's state row implements it; the loop knows nothing else of it.
+/// (Implemented inside the crate only, like [`HistorySource`].)
+#[allow(async_fn_in_trait)]
+pub trait RecordProgress {
+    /// The newest TRUNCATE stored in the version so far.
+    fn truncated(&self) -> Option<Version>;
+
+    /// Records `cursor`, the `changes` the batch carried and the newest
+    /// TRUNCATE stored, in `tx`. Fails when the version is no longer this
+    /// process's to write, so that `tx` does not commit.
+    async fn record_batch(
+        &mut self,
+        tx: &Transaction<'_>,
+        cursor: &Cursor,
+        changes: i64,
+        truncated: Option<Version>,
+    ) -> Result<()>;
 }

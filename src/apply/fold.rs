@@ -62,7 +62,7 @@ pub enum Era {
     /// An earlier description: a column the table did not have yet reads as
     /// NULL, and a value of a column retyped since is cast to its current
     /// type. (Schema changes that changed stored values without row changes
-    /// are refused before: see [`crate::planner::blocking_loss`].)
+    /// are refused before: see [`crate::plan::Plan::blocking_loss`].)
     Past,
     /// The version's own time: a column the transform reads must be there
     /// with the type the version was planned with.

@@ -22,17 +22,16 @@ use tokio_postgres::Client;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use super::batch::HistorySource;
+use super::batch::{HistorySource, RecordProgress};
 use super::run::Applied;
 use super::store::Store;
 use crate::error::{Error, Result};
 use crate::failpoint;
-use crate::state::VersionState;
 
 /// What the lanes share.
-struct Shared<'a, S> {
+struct Shared<'a, S, P> {
     store: &'a Store,
-    state: Mutex<&'a mut VersionState>,
+    state: Mutex<&'a mut P>,
     /// The source, and the number the next batch it hands out gets.
     source: Mutex<(&'a mut S, u64)>,
     /// How many batches have committed, in order.
@@ -43,15 +42,16 @@ struct Shared<'a, S> {
     next_span: AtomicU64,
 }
 
-/// Stores every batch `source` hands out into `state`'s version, each
+/// Stores every batch `source` hands out into the version whose progress
+/// `state` records, each
 /// lane (destination session) storing one batch at a time, until the
 /// source has nothing more or `cancel` fires between transactions. Every
 /// batch must carry a cursor and touch keys no other batch does (see the
 /// module's notes). One lane is [`super::run`].
-pub async fn run_lanes<S: HistorySource>(
+pub async fn run_lanes<S: HistorySource, P: RecordProgress>(
     lanes: Vec<&mut Client>,
     store: &Store,
-    state: &mut VersionState,
+    state: &mut P,
     source: &mut S,
     cancel: &CancellationToken,
     failpoint_prefix: &str,
@@ -73,7 +73,10 @@ pub async fn run_lanes<S: HistorySource>(
 
 /// One lane: takes the next batch, stores it, waits for its turn, records
 /// its cursor and commits; until the source is done.
-async fn lane_loop<S: HistorySource>(dest: &mut Client, shared: &Shared<'_, S>) -> Result<()> {
+async fn lane_loop<S: HistorySource, P: RecordProgress>(
+    dest: &mut Client,
+    shared: &Shared<'_, S, P>,
+) -> Result<()> {
     let mut turn_rx = shared.committed.subscribe();
     loop {
         if shared.cancel.is_cancelled() {
@@ -104,7 +107,7 @@ async fn lane_loop<S: HistorySource>(dest: &mut Client, shared: &Shared<'_, S>) 
                 .await
                 .map_err(|e| Error::destination("starting a batch", e))?;
         }
-        let truncated = shared.state.lock().await.truncated;
+        let truncated = shared.state.lock().await.truncated();
         let stored = shared
             .store
             .store(&tx, &mut batch, truncated)
@@ -140,7 +143,7 @@ async fn lane_loop<S: HistorySource>(dest: &mut Client, shared: &Shared<'_, S>) 
         span.record("changes", batch.changes);
         {
             let mut state = shared.state.lock().await;
-            let truncated = state.truncated.max(batch.truncate);
+            let truncated = state.truncated().max(batch.truncate);
             state
                 .record_batch(&tx, &cursor, batch.changes, truncated)
                 .instrument(span.clone())

@@ -23,7 +23,7 @@ mod run;
 mod store;
 mod stream_desc;
 
-pub use batch::{Batch, ChunkSnapshot, Cursor, HistorySource, Writes};
+pub use batch::{Batch, ChunkSnapshot, Cursor, HistorySource, RecordProgress, Writes};
 pub use dead::is_data_error;
 pub use external::{ExternalFold, Merged, Spilled, WalRead};
 pub use fold::{ColumnMap, Entry, Era, Fold, Folder, Op};

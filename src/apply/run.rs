@@ -5,11 +5,10 @@ use tokio_postgres::Client;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use super::batch::HistorySource;
+use super::batch::{HistorySource, RecordProgress};
 use super::store::Store;
 use crate::error::{Error, Result};
 use crate::failpoint;
-use crate::state::VersionState;
 
 /// What a run of the loop did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -22,7 +21,8 @@ pub struct Applied {
     pub unfilled: i64,
 }
 
-/// Stores every batch `source` hands out into `state`'s version until the
+/// Stores every batch `source` hands out into the version whose progress
+/// `state` records, until the
 /// source has nothing more, or `cancel` fires between transactions.
 ///
 /// For each batch: its writes and TRUNCATE are stored, and when it carries
@@ -32,16 +32,16 @@ pub struct Applied {
 /// stored. A batch without a cursor (a piece of a large transaction) stays
 /// in the open destination transaction, invisible until its transaction's
 /// last batch commits, and is rolled back with it if anything fails.
-pub async fn run<S: HistorySource>(
+pub async fn run<S: HistorySource, P: RecordProgress>(
     dest: &mut Client,
     store: &Store,
-    state: &mut VersionState,
+    state: &mut P,
     source: &mut S,
     cancel: &CancellationToken,
     failpoint_prefix: &str,
 ) -> Result<Applied> {
     let mut applied = Applied::default();
-    let mut truncated = state.truncated;
+    let mut truncated = state.truncated();
     loop {
         if cancel.is_cancelled() {
             return Err(Error::Interrupted);

@@ -39,7 +39,7 @@ pub async fn drop_slot(config: &Config, slot: Option<&str>) -> Result<(String, D
         None => Dropped::Missing,
         Some(r) if r.get::<_, bool>(0) => Dropped::InUse,
         Some(r) => {
-            crate::job::drop_slot_when_free(&source, &name, Duration::from_secs(5)).await?;
+            crate::upstream::drop_slot_when_free(&source, &name, Duration::from_secs(5)).await?;
             Dropped::Yes(r.get(1))
         }
     };

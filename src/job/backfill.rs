@@ -15,7 +15,7 @@ use super::fill_copy::fill_copy;
 use super::fill_replay::fill_replay;
 use super::follow::{catch_up, Follower};
 use super::path::choose;
-use super::source::require_publication;
+use super::swap;
 use super::Context;
 use crate::config::Config;
 use crate::db::{self, Role};
@@ -24,7 +24,7 @@ use crate::failpoint;
 use crate::plan::{self, Definition, Plan};
 use crate::planner::PathChoice;
 use crate::state::{self, lock, NewVersion, Path, Phase, VersionState};
-use crate::swap;
+use crate::upstream::require_publication;
 
 /// How a backfill runs.
 #[derive(Clone, Debug, Default)]
@@ -135,8 +135,8 @@ async fn build(
     // A live version whose slot is gone missed changes: it is rebuilt (an
     // active one beside the table readers see, until the swap).
     if state.phase.is_live() && state.lost.is_none() {
-        let health = super::source::slot_health(&source, &state.slot_name).await?;
-        if health != super::SlotHealth::Kept {
+        let health = crate::upstream::slot_health(&source, &state.slot_name).await?;
+        if health != crate::upstream::SlotHealth::Kept {
             let reason = format!(
                 "its replication slot {} is gone or invalidated",
                 state.slot_name
@@ -460,8 +460,8 @@ async fn fall_back(
     );
     failpoint::hit("fallback.start");
     // The replay's slot has no snapshot to copy from: the copy makes its own.
-    if super::slot_exists(cx.source, &state.slot_name).await? {
-        super::drop_slot(cx.source, &state.slot_name).await?;
+    if crate::upstream::slot_exists(cx.source, &state.slot_name).await? {
+        crate::upstream::drop_slot(cx.source, &state.slot_name).await?;
     }
     state.fall_back(dest, reason).await?;
     failpoint::hit("fallback.end");

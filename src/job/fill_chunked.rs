@@ -21,7 +21,6 @@ use walfill_core::sql::quote_literal;
 use walfill_snapshot::{Boundary, CopyFormat, Projection, ReplicationConnection};
 
 use super::copy_rows::{projection, rows_label};
-use super::source::slot_exists;
 use super::Context;
 use crate::apply::{run, Store, StreamDesc};
 use crate::db::{self, Role};
@@ -32,6 +31,7 @@ use crate::progress::Progress;
 use crate::source::chunked::{ChunkedSource, KeyRange};
 use crate::source::copy::Pace;
 use crate::state::{FillStart, Phase, VersionState};
+use crate::upstream::slot_exists;
 
 /// Copies the table into the version chunk by chunk, from the start when
 /// the version is planned or after its last stored chunk. Returns no
@@ -49,7 +49,7 @@ pub(super) async fn fill_chunked(
         let slot = state.slot_name.clone();
         if slot_exists(cx.source, &slot).await? {
             // Created by a run that died before recording it: unused.
-            super::drop_slot(cx.source, &slot).await?;
+            crate::upstream::drop_slot(cx.source, &slot).await?;
         }
         dest.execute(
             "DELETE FROM walfill.chunk_snapshots WHERE version_table = $1",

@@ -7,7 +7,6 @@ use tokio_postgres::Client;
 use walfill_snapshot::{Boundary, CopyFormat, ReplicationConnection};
 
 use super::copy_rows::{projection, rows_label};
-use super::source::slot_exists;
 use super::Context;
 use crate::apply::{run, Store};
 use crate::config::SnapshotMode;
@@ -18,6 +17,7 @@ use crate::plan::Plan;
 use crate::progress::Progress;
 use crate::source::copy::{CopySource, Pace, Snapshot};
 use crate::state::{FillStart, Phase, VersionState};
+use crate::upstream::slot_exists;
 
 /// Copies the table into the version: from the start (a new slot and its
 /// snapshot are the boundary) when the version is planned, or, for a copy
@@ -51,7 +51,7 @@ pub(super) async fn fill_copy(
     let (copy, base, direct) = if fresh {
         if slot_exists(cx.source, &slot).await? {
             // Created by a run that died before recording it: unused.
-            super::drop_slot(cx.source, &slot).await?;
+            crate::upstream::drop_slot(cx.source, &slot).await?;
         }
         tracing::info!(%slot, "creating the slot; this waits for running source transactions");
         let boundary = super::slot_wait::create_naming_blockers(

@@ -12,8 +12,6 @@ use tokio_postgres::Client;
 use walfill_replay::archive::Archive;
 use walfill_snapshot::{Boundary, ReplicationConnection};
 
-use super::archive_wait::{pause, wait_for_archive};
-use super::source::SlotHealth;
 use super::Context;
 use crate::apply::{Store, StreamDesc};
 use crate::db;
@@ -23,6 +21,8 @@ use crate::plan::Plan;
 use crate::planner::{source_identity, ReplayStart};
 use crate::source::replay::{check, FoldSpace, Output, ReplayOutcome, ReplayRange, ReplaySource};
 use crate::state::{FillStart, Phase, VersionState};
+use crate::upstream::wal::{pause, wait_for_archive};
+use crate::upstream::SlotHealth;
 
 /// Replays the archive into the version up to its boundary (creating the
 /// version's slot first unless a previous run did) and moves it to catching
@@ -48,12 +48,12 @@ pub(super) async fn fill_replay(
         .map_err(|e| Error::Internal(format!("the recorded replay start is unreadable: {e}")))?
         .ok_or_else(|| Error::History("the version has no recorded replay start".into()))?;
     let slot = state.slot_name.clone();
-    let health = super::source::slot_health(cx.source, &slot).await?;
+    let health = crate::upstream::slot_health(cx.source, &slot).await?;
     let mut connection = None;
     if state.phase != Phase::Replaying || health != SlotHealth::Kept {
         if health != SlotHealth::Missing {
             // Created by a run that died before recording it, or unusable.
-            super::drop_slot(cx.source, &slot).await?;
+            crate::upstream::drop_slot(cx.source, &slot).await?;
         }
         if state.phase == Phase::Replaying {
             tracing::warn!(%slot, "the version's slot is gone; replaying again to a new boundary");

@@ -9,7 +9,6 @@ use tokio_util::sync::CancellationToken;
 use walfill_core::Lsn;
 use walfill_snapshot::{LiveStream, ReplicationConnection, ReplicationUrl, SnapshotError};
 
-use super::source::{current_wal_lsn, slot_health, SlotHealth};
 use super::Context;
 use crate::apply::{run, Applied, Store, StreamDesc};
 use crate::db;
@@ -18,6 +17,7 @@ use crate::failpoint;
 use crate::plan::Plan;
 use crate::source::live::{LiveOptions, LiveSource};
 use crate::state::VersionState;
+use crate::upstream::{current_wal_lsn, slot_health, SlotHealth};
 
 /// How long a slot still held by a dying process is waited for.
 const SLOT_BUSY_WAIT: Duration = Duration::from_secs(60);

@@ -14,12 +14,12 @@ use tokio_util::sync::CancellationToken;
 use walfill_core::Lsn;
 
 use super::follow::Follower;
-use super::source::current_wal_lsn;
 use crate::config::Config;
 use crate::db::{self, Role};
 use crate::error::{Directive, Error, Result};
 use crate::plan;
 use crate::state::{self, lock, VersionState};
+use crate::upstream::current_wal_lsn;
 
 /// How a sync runs.
 #[derive(Clone, Debug, Default)]
@@ -341,7 +341,7 @@ async fn follow_version(
         state.adopt_description(&dest, &table).await?;
     }
     if let Some(relid) = state.source_relid {
-        super::require_publication(&source, &config.backfill.publication, relid).await?;
+        crate::upstream::require_publication(&source, &config.backfill.publication, relid).await?;
     }
     state.take_lease(&dest).await?;
     let plan = state.plan(&dest).await?;

@@ -28,6 +28,8 @@ pub use meaning::{earlier as earlier_meaning, mentioned as mentioned_columns, ME
 pub use sql::{chunk_seq, BatchSql};
 
 use walfill_core::sql::quote_ident;
+use walfill_core::Lsn;
+use walfill_replay::decode::LostRelation;
 use walfill_snapshot::SourceTable;
 
 use crate::config::{QualifiedName, Target};
@@ -151,6 +153,28 @@ impl Plan {
     /// transform reads it, or it is part of the key.
     pub fn reads(&self, name: &str) -> bool {
         self.referenced.iter().any(|r| r == name) || self.key.iter().any(|k| k == name)
+    }
+
+    /// Whether the version reads the column with attribute number `attnum`.
+    pub fn reads_attnum(&self, attnum: i16) -> bool {
+        self.source
+            .column_by_attnum(attnum)
+            .is_some_and(|c| self.reads(&c.name))
+    }
+
+    /// The first loss in `lost` that makes a replay of this version from
+    /// `from` wrong: one of its table (or of an unknown table) at or after
+    /// `from`, unless it concerns only a column the version does not read.
+    pub fn blocking_loss<'a>(
+        &self,
+        lost: &'a [LostRelation],
+        from: Lsn,
+    ) -> Option<&'a LostRelation> {
+        lost.iter().find(|l| {
+            (l.relid == self.source.oid || l.relid == 0)
+                && l.lsn >= from
+                && l.attnum.is_none_or(|a| self.reads_attnum(a))
+        })
     }
 
     /// What the operator can do when the source changed under this version.

@@ -27,7 +27,7 @@ use tokio_postgres::Client;
 use tokio_util::sync::CancellationToken;
 use walfill_core::Lsn;
 use walfill_replay::archive::{Archive, ArchiveError, ReadOptions};
-use walfill_replay::decode::{changed_without_rows, is_supported, LostRelation};
+use walfill_replay::decode::{changed_without_rows, is_supported};
 use walfill_replay::{SegmentNo, TimelineId};
 
 use crate::base::{find_bases, Manifest};
@@ -179,7 +179,7 @@ pub async fn decide(
 ) -> Result<Decision> {
     let decision = match decide_replay(config, source, plan).await {
         Err(Error::History(reason)) => {
-            let source_lsn = crate::job::current_wal_lsn(source).await?;
+            let source_lsn = crate::upstream::current_wal_lsn(source).await?;
             Ok(Decision::snapshot(
                 reason,
                 plan.source.estimated_rows.max(0),
@@ -489,7 +489,7 @@ async fn decide_replay(config: &Config, source: &Client, plan: &Plan) -> Result<
         }
         return Ok(Decision::snapshot(reason, rows, source_lsn).until_archived());
     };
-    if let Some(lost) = blocking_loss(&scan.lost, plan, start.from()) {
+    if let Some(lost) = plan.blocking_loss(&scan.lost, start.from()) {
         return Ok(Decision::snapshot(
             format!(
                 "{} cannot be followed through the archive from {}: {}",
@@ -521,7 +521,7 @@ async fn decide_replay(config: &Config, source: &Client, plan: &Plan) -> Result<
     if let Some(now) = crate::catalog::describe(source, relid).await? {
         let changed: Vec<_> = changed_without_rows(&relation, &now)
             .into_iter()
-            .filter(|(attnum, _, _)| reads_attnum(plan, *attnum))
+            .filter(|(attnum, _, _)| plan.reads_attnum(*attnum))
             .collect();
         if let Some((_, column, why)) = changed.first() {
             return Ok(Decision::snapshot(
@@ -555,7 +555,7 @@ async fn decide_replay(config: &Config, source: &Client, plan: &Plan) -> Result<
         .zip(&relation.types)
         .zip(&relation.type_names)
     {
-        let read = reads_attnum(plan, attr.attnum);
+        let read = plan.reads_attnum(attr.attnum);
         if !attr.dropped && read && !ty.as_ref().is_some_and(is_supported) {
             return Ok(Decision::snapshot(
                 format!(
@@ -649,28 +649,6 @@ async fn oldest_catalog_xid(source: &Client, relid: u32) -> Result<Option<u32>> 
         .filter(|x| *x >= 3))
 }
 
-/// The first loss in `lost` that makes a replay of `plan` from `from`
-/// wrong: one of its table (or of an unknown table) at or after `from`,
-/// unless it concerns only a column the version does not read.
-pub fn blocking_loss<'a>(
-    lost: &'a [LostRelation],
-    plan: &Plan,
-    from: Lsn,
-) -> Option<&'a LostRelation> {
-    lost.iter().find(|l| {
-        (l.relid == plan.source.oid || l.relid == 0)
-            && l.lsn >= from
-            && l.attnum.is_none_or(|a| reads_attnum(plan, a))
-    })
-}
-
-/// Whether the version reads the column with attribute number `attnum`.
-fn reads_attnum(plan: &Plan, attnum: i16) -> bool {
-    plan.source
-        .column_by_attnum(attnum)
-        .is_some_and(|c| plan.reads(&c.name))
-}
-
 /// Decides as [`decide`] does, after letting the archive catch up with the
 /// source when that could change the answer: a table created minutes ago is
 /// in the segment being written, so a snapshot chosen for want of its
@@ -694,18 +672,18 @@ pub async fn decide_now(
         return Ok(decision);
     }
     let wait = Duration::from_secs(config.archive_settings.wait_seconds.min(30));
-    if !crate::job::can_switch_wal(source).await? {
-        crate::job::explain_slow_archive(source, None).await;
+    if !crate::upstream::can_switch_wal(source).await? {
+        crate::upstream::explain_slow_archive(source, None).await;
         return Ok(decision);
     }
     let archive = config.open_archive(url)?;
-    let now = crate::job::current_wal_lsn(source).await?;
+    let now = crate::upstream::current_wal_lsn(source).await?;
     let last = Lsn(now.0.saturating_sub(1));
     tracing::info!(
         reason = %decision.reason,
         "waiting for the archive to store the newest WAL, then deciding again"
     );
-    match crate::job::wait_for_archive(source, &archive, last, now, wait, cancel).await {
+    match crate::upstream::wait_for_archive(source, &archive, last, now, wait, cancel).await {
         Err(Error::History(reason)) => {
             tracing::info!(%reason, "the archive is behind the source; planning with what it holds");
         }

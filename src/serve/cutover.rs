@@ -123,5 +123,5 @@ async fn publish(
             ));
         }
     }
-    crate::swap::swap(config, dest, target, version, false, cancel).await
+    crate::job::swap(config, dest, target, version, false, cancel).await
 }

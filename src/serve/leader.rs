@@ -259,7 +259,9 @@ async fn recover(
             Some(format!("its table {} was dropped", version.staging_table()))
         } else if !present.get::<_, bool>(1) {
             Some(format!("the view {view} was dropped"))
-        } else if job::slot_health(source, &version.slot_name).await? != job::SlotHealth::Kept {
+        } else if crate::upstream::slot_health(source, &version.slot_name).await?
+            != crate::upstream::SlotHealth::Kept
+        {
             Some(format!(
                 "its replication slot {} is gone or invalidated",
                 version.slot_name

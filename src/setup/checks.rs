@@ -180,7 +180,7 @@ pub(super) async fn publication(
             // Everything but a missing table, which setup adds itself.
             problems.extend(
                 Step::Publication,
-                crate::job::publication_problems(source, publication, table.oid)
+                crate::upstream::publication_problems(source, publication, table.oid)
                     .await?
                     .into_iter()
                     .filter(|p| !p.contains("does not include"))

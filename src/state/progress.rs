@@ -6,14 +6,18 @@ use tokio_postgres::{GenericClient, Transaction};
 use walfill_core::Version;
 
 use super::version::VersionState;
-use crate::apply::Cursor;
+use crate::apply::{Cursor, RecordProgress};
 use crate::error::{Error, Result};
 
-impl VersionState {
+impl RecordProgress for VersionState {
+    fn truncated(&self) -> Option<Version> {
+        self.truncated
+    }
+
     /// Records a stored batch's cursor inside the batch's transaction, with
     /// the changes it carried and the newest TRUNCATE stored. Fails when
     /// another process took the version over since this one did.
-    pub async fn record_batch(
+    async fn record_batch(
         &mut self,
         tx: &Transaction<'_>,
         cursor: &Cursor,
@@ -204,7 +208,9 @@ impl VersionState {
         }
         Ok(())
     }
+}
 
+impl VersionState {
     /// Records the error that stopped the last run (best effort).
     pub async fn record_error(
         client: &impl GenericClient,

@@ -217,7 +217,7 @@ pub async fn report(config: &Config) -> Result<Report> {
             (
                 slots,
                 warnings,
-                crate::job::current_wal_lsn(&source).await.ok(),
+                crate::upstream::current_wal_lsn(&source).await.ok(),
             )
         }
         Err(e) => {

@@ -33,7 +33,6 @@ use crate::base::{BaseWriter, Manifest};
 use crate::decode::{change_budget, READ_AHEAD};
 use crate::error::{Error, Result};
 use crate::plan::Plan;
-use crate::planner::blocking_loss;
 use crate::progress::Progress;
 
 /// Memory for the segments in flight and the transactions being decoded
@@ -333,7 +332,7 @@ fn whole_table(
 /// not be followed from `from` on, or a column the transform reads could
 /// not be decoded.
 pub fn check(plan: &Plan, from: Lsn, outcome: &ReplayOutcome) -> Result<()> {
-    if let Some(lost) = blocking_loss(&outcome.lost, plan, from) {
+    if let Some(lost) = plan.blocking_loss(&outcome.lost, from) {
         return Err(Error::History(format!(
             "{} cannot be followed through the archive from {}: {}",
             plan.source, lost.lsn, lost.reason

@@ -1,4 +1,5 @@
-//! Waiting for the archive to hold the WAL a replay needs.
+//! The source's WAL: its write position, and waiting for the archive to
+//! hold the WAL a replay needs.
 //!
 //! A replay's boundary is usually in the segment the source is writing.
 //! The archiver stores it once it is full, or once the source switches to a
@@ -13,6 +14,15 @@ use walfill_core::Lsn;
 use walfill_replay::archive::{Archive, ArchiveError, ReadOptions};
 
 use crate::error::{Error, Result};
+
+/// The source's current WAL write position.
+pub async fn current_wal_lsn(source: &Client) -> Result<Lsn> {
+    source
+        .query_one("SELECT pg_current_wal_lsn()", &[])
+        .await
+        .map(|r| r.get(0))
+        .map_err(|e| Error::source_query("reading the source's WAL position", e))
+}
 
 /// How often a long wait says it is still waiting.
 const REPORT_EVERY: Duration = Duration::from_secs(10);
@@ -157,7 +167,7 @@ async fn missing(archive: &Archive, from: Lsn, boundary: Lsn) -> Result<Option<S
 }
 
 /// Sleeps for `duration` unless cancelled first.
-pub(super) async fn pause(duration: Duration, cancel: &CancellationToken) -> Result<()> {
+pub(crate) async fn pause(duration: Duration, cancel: &CancellationToken) -> Result<()> {
     tokio::select! {
         _ = cancel.cancelled() => Err(Error::Interrupted),
         _ = tokio::time::sleep(duration) => Ok(()),

@@ -12,12 +12,13 @@ use tokio_postgres::Client;
 use tokio_util::sync::CancellationToken;
 use walfill_core::sql::{describe_pg_error, ident_list, quote_ident, quote_literal};
 
+use super::{catch_up, Context, Follower};
 use crate::config::{Config, Target};
 use crate::db::{self, Role};
 use crate::error::{Directive, Error, Result};
 use crate::failpoint;
-use crate::job::{catch_up, current_wal_lsn, slot_health, Context, Follower, SlotHealth};
 use crate::state::{self, lock, Phase, VersionState};
+use crate::upstream::{current_wal_lsn, slot_health, SlotHealth};
 
 /// Attempts before a swap blocked by long-running readers gives up.
 const LOCK_ATTEMPTS: u32 = 12;

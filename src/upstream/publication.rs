@@ -1,54 +1,9 @@
-//! Small questions asked of the source database.
+//! The publication a version's slot streams through.
 
 use tokio_postgres::Client;
 use walfill_core::sql::{quote_ident, quote_qualified};
-use walfill_core::Lsn;
 
 use crate::error::{Error, Result};
-
-/// The source's current WAL write position.
-pub async fn current_wal_lsn(source: &Client) -> Result<Lsn> {
-    source
-        .query_one("SELECT pg_current_wal_lsn()", &[])
-        .await
-        .map(|r| r.get(0))
-        .map_err(|e| Error::source_query("reading the source's WAL position", e))
-}
-
-/// What the source says of a replication slot.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum SlotHealth {
-    /// The slot exists and keeps its WAL.
-    Kept,
-    /// There is no slot of that name.
-    Missing,
-    /// The slot exists but the server removed WAL it needed
-    /// (`max_slot_wal_keep_size`): it cannot stream the changes it lost.
-    Invalidated,
-}
-
-/// Whether the source has a usable replication slot of this name.
-pub async fn slot_health(source: &Client, slot: &str) -> Result<SlotHealth> {
-    let row = source
-        .query_opt(
-            "SELECT wal_status::text FROM pg_replication_slots WHERE slot_name = $1",
-            &[&slot],
-        )
-        .await
-        .map_err(|e| Error::source_query("looking up the replication slot", e))?;
-    Ok(match row {
-        None => SlotHealth::Missing,
-        Some(r) if r.get::<_, Option<String>>(0).as_deref() == Some("lost") => {
-            SlotHealth::Invalidated
-        }
-        Some(_) => SlotHealth::Kept,
-    })
-}
-
-/// Whether the source has a replication slot of this name.
-pub async fn slot_exists(source: &Client, slot: &str) -> Result<bool> {
-    Ok(slot_health(source, slot).await? != SlotHealth::Missing)
-}
 
 /// What is wrong with publication `publication` for streaming every change
 /// of table `relid`, each with its fix (in an order they can be run in):
