@@ -10,8 +10,10 @@
 //! - [`types`]: stored datums to PostgreSQL's text output;
 //! - [`decode`]: records to committed transactions (reorder buffer, TOAST,
 //!   spilling), as PostgreSQL's logical decoding assembles them;
-//! - [`archive`]: WAL segments in object storage (the only async part).
+//! - `archive` (the `archive` feature): WAL segments in object storage, fed
+//!   to the decoder (the only async part).
 
+#[cfg(feature = "archive")]
 pub mod archive;
 pub mod change;
 pub mod decode;

@@ -17,9 +17,8 @@ pub use write::BaseWriter;
 
 use object_store::path::Path;
 use serde::{Deserialize, Serialize};
-use walfill_replay::decode::{
-    decode_planned, Decoder, FeedOutcome, NewRelation, ReplayError, Sink,
-};
+use walfill_replay::archive::{decode_planned, FeedOutcome};
+use walfill_replay::decode::{Decoder, NewRelation, ReplayError, Sink};
 use walfill_replay::Lsn;
 
 /// A base's manifest, written last: its presence makes the base usable.

@@ -4,9 +4,9 @@ use std::collections::BTreeSet;
 use std::io::{BufWriter, Write};
 use std::time::Instant;
 
-use walfill_replay::archive::{Archive, ReadOptions};
+use walfill_replay::archive::{decode_segments, Archive, ReadOptions};
 use walfill_replay::decode::{
-    decode_segments, Catalog, DecodeOptions, DecodeStats, Decoder, LostRelation, Sink, Undescribed,
+    Catalog, DecodeOptions, DecodeStats, Decoder, LostRelation, Sink, Undescribed,
     UnsupportedColumn,
 };
 use walfill_replay::wal::RelFileLocator;

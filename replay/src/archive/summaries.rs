@@ -10,7 +10,7 @@ use object_store::{ObjectStoreExt, PutPayload};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use crate::decode::{PlannedSegment, SegmentSource};
+use super::feed::{PlannedSegment, SegmentSource};
 use crate::lsn::{Lsn, SegmentName, SegmentNo, TimelineId};
 use crate::summary::{touch, ObjectId, SegmentSummary, SummaryError, SummaryEvent, SUMMARY_DIR};
 use crate::wal::RmgrId;

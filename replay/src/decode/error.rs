@@ -69,6 +69,7 @@ pub enum ReplayError {
         source: std::io::Error,
     },
     /// Archived WAL could not be read (a missing or corrupt segment, storage).
+    #[cfg(feature = "archive")]
     #[error(transparent)]
     Archive(#[from] crate::archive::ArchiveError),
     /// The WAL is not the source's: another cluster's, or an abandoned
@@ -120,6 +121,7 @@ impl ReplayError {
     pub fn is_history_gap(&self) -> bool {
         match self {
             ReplayError::Sink(_) => false,
+            #[cfg(feature = "archive")]
             ReplayError::Archive(e) => e.is_permanent(),
             _ => true,
         }

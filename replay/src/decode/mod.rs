@@ -25,7 +25,6 @@ mod identity;
 mod journal;
 mod reorder;
 mod row;
-mod segments;
 mod spill;
 mod summarized;
 mod truncate;
@@ -39,7 +38,6 @@ pub use journal::{
     LostRelation, ERROR_PREFIX as JOURNAL_ERROR_PREFIX, PREFIX as JOURNAL_PREFIX,
 };
 pub use row::is_supported;
-pub use segments::{decode_planned, decode_segments, FeedOutcome, PlannedSegment, SegmentSource};
 pub use spill::{ChangeRef, DatumIter, DatumRef, Datums};
 pub use typeinfo::{TypeAttr, TypeRow, TypeRows};
 

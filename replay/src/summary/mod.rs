@@ -14,7 +14,7 @@
 //!
 //! [`Decoder::summary_verdict`](crate::decode::Decoder::summary_verdict)
 //! decides from it whether a replay can take the summary for the segment;
-//! [`decode_planned`](crate::decode::decode_planned) then feeds the
+//! `archive::decode_planned` then feeds the
 //! whole records and touches to the decoder in place of the segment.
 //!
 //! A summary is tied to the archived object it was made from (its name and

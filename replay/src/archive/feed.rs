@@ -4,13 +4,11 @@
 
 use std::sync::Arc;
 
-use crate::archive::{ArchiveError, SegmentData};
+use super::{ArchiveError, SegmentData};
+use crate::decode::{Decoder, ReplayError, Sink};
 use crate::lsn::Lsn;
 use crate::summary::{ObjectId, SegmentSummary, SummaryBuilder};
 use crate::wal::{PgMajor, Poll, WalDecoder};
-
-use super::error::ReplayError;
-use super::{Decoder, Sink};
 
 /// How far a feed got.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
