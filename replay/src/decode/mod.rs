@@ -20,6 +20,7 @@
 
 mod catalog;
 mod error;
+mod events;
 mod held;
 mod identity;
 mod journal;
@@ -49,9 +50,10 @@ use crate::lsn::Lsn;
 use crate::tuple::decode_chunk;
 use crate::wal::{interpret, PgMajor, Record, RelFileLocator, RmgrId, TupleFragment, WalEvent};
 
+use events::At;
 use held::{Held, HeldRows};
 use journal::JournalTracker;
-use reorder::{xid_precedes, ReorderBuffer};
+use reorder::ReorderBuffer;
 use row::{decode_row, ValueText};
 use spill::{ChangeWriter, RowKind};
 
@@ -338,6 +340,64 @@ impl Decoder {
             }
         }
         let changes = !self.options.journal_only && lsn >= self.options.changes_from;
+        if self.passes_over(record, top, changes) {
+            return Ok(());
+        }
+        let at = At {
+            lsn,
+            end_lsn: record.end_lsn,
+            xid: record.xid,
+            top,
+        };
+        let event = interpret(record, major)?;
+        match event {
+            WalEvent::Commit(c) => self.commit(at, c, sink)?,
+            WalEvent::Abort(a) => self.abort(a)?,
+            WalEvent::Prepare(p) => {
+                self.journal.prepared(p.xid);
+                self.reorder.prepare(p.xid);
+            }
+            WalEvent::Assignment { top, subxacts } => {
+                for sub in subxacts {
+                    self.reorder.link(sub, top, lsn)?;
+                }
+            }
+            WalEvent::RunningXacts(r) => self.running_xacts(at, r)?,
+            WalEvent::CheckpointShutdown(c) => self.checkpoint_shutdown(c),
+            WalEvent::Insert(ins) => self.insert(at, ins)?,
+            WalEvent::MultiInsert(multi) => self.multi_insert(at, multi)?,
+            WalEvent::Update(up) => self.update(at, up)?,
+            WalEvent::Delete(del) => self.delete(at, del)?,
+            WalEvent::Truncate(t) => self.truncate(at, t, changes)?,
+            WalEvent::Confirm(_) => self.confirm(at)?,
+            WalEvent::LogicalMessage(m) => self.message(at, m, major, sink)?,
+            WalEvent::SmgrCreate { rel, fork } => self.smgr_create(at, rel, fork),
+            // A transaction that logged invalidations changed the catalog as
+            // far as decoding knows, and gets a snapshot at its commit even
+            // with no other record (a temporary table ON COMMIT DELETE ROWS
+            // emptied).
+            WalEvent::Invalidations { .. } if record.xid != 0 => {
+                self.snapshot(top);
+            }
+            WalEvent::ParameterChange { wal_level } => {
+                self.wal_level = Some(wal_level);
+            }
+            // An in-place catalog update by a transaction gives it a
+            // snapshot too (PostgreSQL 15-17).
+            WalEvent::Other { rmid, info }
+                if rmid == RmgrId::HEAP && info & 0x70 == 0x70 && record.xid != 0 =>
+            {
+                self.snapshot(top);
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Whether `record` is passed over without being interpreted: a row of
+    /// another database, or, before changes matter (`changes` false), a
+    /// record that cannot change the catalog or a transaction's fate.
+    fn passes_over(&mut self, record: &Record, top: u32, changes: bool) -> bool {
         if let Some(snapshot) = self.other_database_row(record) {
             // Another database's row: nothing of it is decoded. Its
             // transaction gets a snapshot all the same, as PostgreSQL's
@@ -345,7 +405,7 @@ impl Decoder {
             if snapshot && changes {
                 self.snapshot(top);
             }
-            return Ok(());
+            return true;
         }
         // A TRUNCATE moves tables to new files: the catalog follows it even
         // where changes do not matter.
@@ -367,318 +427,14 @@ impl Decoder {
                     if self.wal_level.is_some_and(|l| l < WAL_LEVEL_LOGICAL) {
                         let catalog = self.journal.catalog_for(top, &self.catalog);
                         if let Some(rel) = catalog.by_file(&block.rel).cloned() {
-                            self.check_wal_level(&rel, lsn);
+                            self.check_wal_level(&rel, record.lsn);
                         }
                     }
                 }
             }
-            return Ok(());
+            return true;
         }
-        let event = interpret(record, major)?;
-        match event {
-            WalEvent::Commit(c) => {
-                let info = TxnInfo {
-                    xid: c.xid,
-                    commit_lsn: lsn,
-                    end_lsn: record.end_lsn,
-                    commit_time: c.commit_time,
-                };
-                let other_db = c.db.is_some_and(|db| db != self.catalog.database);
-                // The files a rewrite (CLUSTER, VACUUM FULL) may have moved
-                // a table to: not an index's or a sequence's.
-                let created: Vec<RelFileLocator> = self
-                    .held
-                    .created_by(c.xid)
-                    .iter()
-                    .filter(|c| !c.not_a_table)
-                    .map(|c| c.file)
-                    .collect();
-                for (file, records, first) in self.held.finish(c.xid) {
-                    self.note_undescribed(file, records, first);
-                }
-                if !other_db {
-                    let known = &self.options.known_files;
-                    self.journal.committed(
-                        c.xid,
-                        lsn,
-                        &c.dropped_rels,
-                        &created,
-                        &mut self.catalog,
-                        |oid, dropped| known.iter().any(|(f, o)| *o == oid && f != dropped),
-                    );
-                }
-                if self.reorder.commit(&info, &c.subxacts, other_db, sink)? {
-                    self.stats.transactions += 1;
-                }
-            }
-            WalEvent::Abort(a) => {
-                let abort_top = self.reorder.top(a.xid);
-                if a.twophase.is_some() || abort_top == a.xid {
-                    // A subtransaction that wrote nothing itself is not tied
-                    // to its top-level transaction; its children are.
-                    for sub in &a.subxacts {
-                        let sub_top = self.reorder.top(*sub);
-                        if sub_top != *sub && sub_top != a.xid {
-                            self.journal.rolled_back(sub_top, &[*sub], &self.catalog);
-                        }
-                    }
-                    self.held.finish(a.xid);
-                    self.journal.aborted(a.xid);
-                } else {
-                    let rolled: Vec<u32> = std::iter::once(a.xid)
-                        .chain(a.subxacts.iter().copied())
-                        .collect();
-                    self.journal.rolled_back(abort_top, &rolled, &self.catalog);
-                }
-                match a.twophase {
-                    Some(_) => self.reorder.abort_prepared(a.xid),
-                    None => self.reorder.abort(a.xid, &a.subxacts),
-                }
-            }
-            WalEvent::Prepare(p) => {
-                self.journal.prepared(p.xid);
-                self.reorder.prepare(p.xid);
-            }
-            WalEvent::Assignment { top, subxacts } => {
-                for sub in subxacts {
-                    self.reorder.link(sub, top, lsn)?;
-                }
-            }
-            WalEvent::RunningXacts(r) => {
-                if let Some((previous, _)) = self.restart_points.last() {
-                    self.held.forget_orphans(*previous);
-                }
-                self.restart_points.push((lsn, r.next_xid));
-                let oldest = r.oldest_running_xid;
-                self.journal.forget(|xid| xid_precedes(xid, oldest));
-                self.held.forget(|xid| xid_precedes(xid, oldest));
-                self.reorder.running_xacts(&r);
-            }
-            WalEvent::CheckpointShutdown(c) => {
-                let next = c.next_full_xid as u32;
-                self.journal.forget(|xid| xid_precedes(xid, next));
-                self.held.forget(|xid| xid_precedes(xid, next));
-                self.reorder.nothing_running(next);
-            }
-            WalEvent::Insert(ins) => {
-                self.snapshot(top);
-                if !self.follows(top, &ins.rel) {
-                    return Ok(());
-                }
-                let Some(tuple) = ins.tuple.as_ref() else {
-                    if !ins.on_toast_relation() {
-                        self.not_logical(top, &ins.rel, lsn, "an insert");
-                    }
-                    return Ok(());
-                };
-                if ins.on_toast_relation() {
-                    return self.toast_chunk(top, tuple, lsn);
-                }
-                if ins.rel.db != self.catalog.database {
-                    return Ok(());
-                }
-                if !ins.is_speculative()
-                    && self.hold(top, &ins.rel, record.xid, lsn, || vec![tuple.clone()])
-                {
-                    self.reorder.txn(top).toast.clear();
-                    return Ok(());
-                }
-                let Some(rel) = self.relation(top, &ins.rel, lsn, true) else {
-                    return Ok(());
-                };
-                self.check_wal_level(&rel, lsn);
-                self.encode_change(&rel, top, lsn, RowKind::Insert, Some(tuple), None)?;
-                let txn = self.reorder.txn(top);
-                txn.toast.clear();
-                if ins.is_speculative() {
-                    txn.speculative = Some((record.xid, lsn.0, self.body.clone()));
-                } else {
-                    self.add_encoded(top, record.xid, lsn)?;
-                }
-            }
-            WalEvent::MultiInsert(multi) => {
-                self.snapshot(top);
-                if !self.follows(top, &multi.rel) || multi.rel.db != self.catalog.database {
-                    return Ok(());
-                }
-                if !multi.tuples.is_empty()
-                    && self.hold(top, &multi.rel, record.xid, lsn, || multi.tuples.clone())
-                {
-                    if multi.is_last_in_multi() {
-                        self.reorder.txn(top).toast.clear();
-                    }
-                    return Ok(());
-                }
-                if let Some(rel) = self.relation(top, &multi.rel, lsn, !multi.tuples.is_empty()) {
-                    self.check_wal_level(&rel, lsn);
-                    if multi.tuples.is_empty() {
-                        self.not_logical(top, &multi.rel, lsn, "an insert");
-                    }
-                    for tuple in &multi.tuples {
-                        self.encode_change(&rel, top, lsn, RowKind::Insert, Some(tuple), None)?;
-                        self.add_encoded(top, record.xid, lsn)?;
-                    }
-                }
-                if multi.is_last_in_multi() {
-                    self.reorder.txn(top).toast.clear();
-                }
-            }
-            WalEvent::Update(up) => {
-                self.snapshot(top);
-                if !self.follows(top, &up.rel) || up.rel.db != self.catalog.database {
-                    return Ok(());
-                }
-                let Some(rel) = self.relation(top, &up.rel, lsn, up.new.is_some()) else {
-                    return Ok(());
-                };
-                self.check_wal_level(&rel, lsn);
-                let Some(new) = up.new.as_ref() else {
-                    self.not_logical(top, &up.rel, lsn, "an update");
-                    return Ok(());
-                };
-                self.encode_change(&rel, top, lsn, RowKind::Update, Some(new), up.old.as_ref())?;
-                self.reorder.txn(top).toast.clear();
-                self.add_encoded(top, record.xid, lsn)?;
-            }
-            WalEvent::Delete(del) => {
-                self.snapshot(top);
-                if !self.follows(top, &del.rel) {
-                    return Ok(());
-                }
-                if del.is_super() {
-                    // The speculative insert lost its conflict: forget it.
-                    let txn = self.reorder.txn(top);
-                    txn.speculative = None;
-                    txn.toast.clear();
-                    return Ok(());
-                }
-                if del.rel.db != self.catalog.database {
-                    return Ok(());
-                }
-                let Some(rel) = self.relation(top, &del.rel, lsn, del.old.is_some()) else {
-                    return Ok(());
-                };
-                self.check_wal_level(&rel, lsn);
-                // A table with a row identity always logs the old key at
-                // wal_level=logical; one without has none to log.
-                if del.old.is_none() && (rel.spec.full_identity || !rel.spec.key.is_empty()) {
-                    self.not_logical(top, &del.rel, lsn, "a delete");
-                    return Ok(());
-                }
-                self.encode_change(&rel, top, lsn, RowKind::Delete, None, del.old.as_ref())?;
-                self.add_encoded(top, record.xid, lsn)?;
-            }
-            WalEvent::Truncate(t) => {
-                self.snapshot(top);
-                if t.db != self.catalog.database {
-                    return Ok(());
-                }
-                self.truncated(top, record.xid, lsn, &t.relids);
-                if !changes {
-                    return Ok(());
-                }
-                let tracked = self.reorder.tracked(top);
-                let catalog = self.journal.catalog_for(top, &self.catalog);
-                let relations: Vec<_> = t
-                    .relids
-                    .iter()
-                    .filter_map(|oid| {
-                        let fallback = self.options.fallback.as_deref();
-                        let found = catalog
-                            .by_oid(*oid)
-                            .or_else(|| fallback.and_then(|f| f.by_oid(*oid)));
-                        match found {
-                            Some(r) => (self.wanted(r)
-                                && (tracked || self.is_new_file(&r.spec.file)))
-                            .then(|| r.relation.clone()),
-                            None => catalog
-                                .partitioned(*oid)
-                                .or_else(|| fallback.and_then(|f| f.partitioned(*oid)))
-                                .filter(|p| tracked && self.wanted_oid(p.oid, &p.schema))
-                                .cloned(),
-                        }
-                    })
-                    .collect();
-                if !relations.is_empty() {
-                    let change = RowChange::Truncate {
-                        relations,
-                        cascade: t.cascade,
-                        restart_seqs: t.restart_seqs,
-                    };
-                    self.add(top, record.xid, lsn, change)?;
-                }
-            }
-            WalEvent::Confirm(_) => {
-                self.snapshot(top);
-                let txn = self.reorder.txn(top);
-                if let Some((subxid, at, change)) = txn.speculative.take() {
-                    self.stats.changes += 1;
-                    self.reorder.add_encoded(top, subxid, Lsn(at), &change)?;
-                }
-            }
-            WalEvent::LogicalMessage(m) => {
-                if m.db != self.catalog.database {
-                    return Ok(());
-                }
-                let prefix = String::from_utf8_lossy(&m.prefix).into_owned();
-                if m.transactional && prefix == JOURNAL_PREFIX {
-                    match journal::parse(&m.payload, self.catalog.database) {
-                        Ok(message) => {
-                            let fills =
-                                message.fills && !(message.matview && major >= PgMajor::Pg17);
-                            self.journal
-                                .message(top, record.xid, message, &self.catalog);
-                            self.release_held(top, fills)?;
-                        }
-                        Err(_) => self.journal.failure(top, record.xid, Vec::new()),
-                    }
-                } else if m.transactional && prefix == JOURNAL_ERROR_PREFIX {
-                    let relids = journal::parse_error(&m.payload);
-                    self.journal.failure(top, record.xid, relids);
-                }
-                if m.transactional {
-                    self.snapshot(top);
-                    if self.reorder.tracked(top) {
-                        let change = RowChange::Message {
-                            prefix,
-                            content: m.payload,
-                        };
-                        self.add(top, record.xid, lsn, change)?;
-                    }
-                } else if self.reorder.consistent() && lsn >= self.options.emit_from {
-                    sink.message(lsn, &prefix, &m.payload)
-                        .map_err(ReplayError::Sink)?;
-                }
-            }
-            WalEvent::SmgrCreate { rel, fork } => {
-                // Only this database's files can become its tables'.
-                if fork == crate::wal::ForkNumber::MAIN && rel.db == self.catalog.database {
-                    self.held.created(top, record.xid, rel, lsn);
-                }
-                if self.options.follow_new_files {
-                    self.new_files.insert(rel);
-                }
-            }
-            // A transaction that logged invalidations changed the catalog as
-            // far as decoding knows, and gets a snapshot at its commit even
-            // with no other record (a temporary table ON COMMIT DELETE ROWS
-            // emptied).
-            WalEvent::Invalidations { .. } if record.xid != 0 => {
-                self.snapshot(top);
-            }
-            WalEvent::ParameterChange { wal_level } => {
-                self.wal_level = Some(wal_level);
-            }
-            // An in-place catalog update by a transaction gives it a
-            // snapshot too (PostgreSQL 15-17).
-            WalEvent::Other { rmid, info }
-                if rmid == RmgrId::HEAP && info & 0x70 == 0x70 && record.xid != 0 =>
-            {
-                self.snapshot(top);
-            }
-            _ => {}
-        }
-        Ok(())
+        false
     }
 
     /// For a heap record of another database's relation (not a TRUNCATE,
