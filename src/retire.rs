@@ -42,13 +42,7 @@ pub async fn retire_version(config: &Config, target: &str, version: &str) -> Res
             .transaction()
             .await
             .map_err(|e| Error::destination("starting the retirement", e))?;
-        tx.execute(
-            "UPDATE walfill.versions SET phase = 'retired', updated_at = now()
-              WHERE target = $1 AND version = $2",
-            &[&target, &version],
-        )
-        .await
-        .map_err(|e| Error::destination("recording the retirement", e))?;
+        crate::state::retire_phase(&tx, target, version).await?;
         // Its dead letters go with it: nothing can retry them any more.
         tx.execute(
             "DELETE FROM walfill.dead_letters WHERE target = $1 AND version = $2",

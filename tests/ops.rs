@@ -221,6 +221,62 @@ fn retire_teardown_and_catalog() {
     assert_view_matches(&db, "public.rv", "r", "id, n * 2 AS n", None, "id");
 }
 
+/// The state schema takes only the phases and paths walfill knows (every
+/// `Phase` and `Path`, as walfill names them), and `walfill setup` adds the
+/// checks to a state schema made before them.
+#[test]
+fn the_state_schema_takes_only_known_phases_and_paths() {
+    use walfill::state::{Path, Phase};
+    let db = TestDb::new("ops_phases");
+    db.exec("CREATE TABLE p (id int PRIMARY KEY, n int); INSERT INTO p VALUES (1, 1);");
+    let walfill = Walfill::new(&db, &target("pv", "p", "id, n", "v1"));
+    walfill.ok(&["setup"]);
+    walfill.ok(&["backfill", "pv", "--path", "snapshot"]);
+    let set = |column: &str, value: &str| {
+        db.client().batch_execute(&format!(
+            "BEGIN; UPDATE walfill.versions SET {column} = '{value}' WHERE target = 'pv';
+             ROLLBACK;"
+        ))
+    };
+    let phases = [
+        Phase::Planned,
+        Phase::Copying,
+        Phase::Replaying,
+        Phase::CatchingUp,
+        Phase::Ready,
+        Phase::Active,
+        Phase::Previous,
+        Phase::Retired,
+    ];
+    for phase in phases {
+        set("phase", phase.as_str()).unwrap_or_else(|e| panic!("{phase:?}: {e}"));
+    }
+    for path in [Path::Snapshot, Path::Replay] {
+        set("path", path.as_str()).unwrap_or_else(|e| panic!("{path:?}: {e}"));
+    }
+    let refused = |column: &str, value: &str| {
+        let e = set(column, value).expect_err("an unknown value was stored");
+        assert_eq!(
+            e.code(),
+            Some(&postgres::error::SqlState::CHECK_VIOLATION),
+            "{e}"
+        );
+    };
+    refused("phase", "swapping");
+    refused("path", "refresh");
+
+    // A state schema from before the checks: setup adds them.
+    db.exec(
+        "ALTER TABLE walfill.versions DROP CONSTRAINT versions_phase_check;
+         ALTER TABLE walfill.versions DROP CONSTRAINT versions_path_check;",
+    );
+    set("phase", "swapping").expect("no check any more");
+    walfill.ok(&["setup"]);
+    refused("phase", "swapping");
+    refused("path", "refresh");
+    assert_eq!(phase(&db, "v1"), "active");
+}
+
 /// A version whose table nobody writes still confirms its slot while the
 /// rest of the database is busy: the server's keepalives about WAL that is
 /// not ours must not keep the stream from noticing it is idle, or the slot

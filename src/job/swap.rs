@@ -70,9 +70,9 @@ pub async fn rollback(
         let ready: Vec<String> = dest
             .query(
                 "SELECT version FROM walfill.versions
-                  WHERE target = $1 AND phase = 'ready' AND lost IS NULL
+                  WHERE target = $1 AND phase = $2 AND lost IS NULL
                   ORDER BY caught_up_at DESC NULLS LAST, version",
-                &[&target],
+                &[&target, &Phase::Ready.as_str()],
             )
             .await
             .map_err(|e| Error::destination("reading the target's versions", e))?
@@ -571,30 +571,8 @@ async fn try_swap(
     }
     // The version that was active stays current for rollback; an older
     // previous one becomes merely ready (still followed until retired).
-    tx.execute(
-        "UPDATE walfill.versions SET phase = 'ready', updated_at = now()
-          WHERE target = $1 AND phase = 'previous' AND version <> $2",
-        &[&target, &version],
-    )
-    .await
-    .map_err(failed("recording the swap"))?;
-    if let Some(old) = current.as_ref().filter(|_| !republish) {
-        tx.execute(
-            "UPDATE walfill.versions SET phase = 'previous', updated_at = now()
-              WHERE target = $1 AND version = $2",
-            &[&target, old],
-        )
-        .await
-        .map_err(failed("recording the swap"))?;
-    }
-    tx.execute(
-        "UPDATE walfill.versions SET phase = 'active', swapped_at = now(), updated_at = now(),
-                held = false, swap_at = NULL, swap_error = NULL, swap_tried_at = NULL
-          WHERE target = $1 AND version = $2",
-        &[&target, &version],
-    )
-    .await
-    .map_err(failed("recording the swap"))?;
+    let old = current.as_deref().filter(|_| !republish);
+    state::swap_phases(&tx, target, version, old).await?;
     if !republish {
         tx.execute(
             "UPDATE walfill.targets SET active_version = $2, previous_version = $3,

@@ -155,8 +155,12 @@ impl Throttle {
             .as_ref()?
             .query(
                 "SELECT slot_name FROM walfill.versions
-                  WHERE phase IN ('ready', 'active', 'previous') AND lost IS NULL",
-                &[],
+                  WHERE phase = ANY($1) AND lost IS NULL",
+                &[&state::Phase::names(&[
+                    state::Phase::Ready,
+                    state::Phase::Active,
+                    state::Phase::Previous,
+                ])],
             )
             .await
             .ok()?

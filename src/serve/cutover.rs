@@ -77,10 +77,10 @@ async fn due(dest: &Client) -> Result<Vec<(String, String, Option<bool>)>> {
     let rows = dest
         .query(
             "SELECT target, version, verify_before_swap FROM walfill.versions
-              WHERE held AND swap_at <= now() AND phase = 'ready' AND lost IS NULL
+              WHERE held AND swap_at <= now() AND phase = $1 AND lost IS NULL
                 AND (swap_tried_at IS NULL OR swap_tried_at < now() - interval '1 minute')
               ORDER BY swap_at, target, version",
-            &[],
+            &[&state::Phase::Ready.as_str()],
         )
         .await
         .map_err(|e| Error::destination("reading the planned swaps", e))?;

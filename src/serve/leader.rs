@@ -325,12 +325,16 @@ pub async fn to_retire(dest: &Client, target: &str, keep: u32) -> Result<Vec<Str
                         v.lost IS NOT NULL AS lost
                    FROM walfill.versions v
                    LEFT JOIN walfill.targets t ON t.target = v.target
-                  WHERE v.target = $1 AND v.phase IN ('ready', 'previous')
+                  WHERE v.target = $1 AND v.phase = ANY($3)
                     AND (v.swapped_at IS NOT NULL OR v.lost IS NOT NULL)
                     AND v.version IS DISTINCT FROM t.active_version) x
              WHERE lost OR n > $2
              ORDER BY version",
-            &[&target, &i64::from(keep)],
+            &[
+                &target,
+                &i64::from(keep),
+                &state::Phase::names(&[state::Phase::Ready, state::Phase::Previous]),
+            ],
         )
         .await
         .map_err(|e| Error::destination("reading the versions", e))?;

@@ -29,7 +29,7 @@ use tokio_postgres::Client;
 use crate::config::Config;
 use crate::db::{self, Role};
 use crate::error::{Error, Result};
-use crate::state::{self, VersionState};
+use crate::state::{self, Phase, VersionState};
 
 /// Slots seen unowned, by name, and when first.
 pub(crate) type Orphans = Arc<Mutex<HashMap<String, Instant>>>;
@@ -114,11 +114,14 @@ async fn find_lost(dest: &mut Client, slots: &[Slot]) -> Result<()> {
                     v.slot_name
                FROM walfill.versions v
                LEFT JOIN walfill.targets t ON t.target = v.target
-              WHERE v.phase IN ('ready', 'previous') AND v.lost IS NULL
+              WHERE v.phase = ANY($2) AND v.lost IS NULL
                 AND v.version IS DISTINCT FROM t.active_version
                 AND (to_regclass(format('%I.%I', v.dest_schema, v.table_name)) IS NULL
                      OR NOT v.slot_name = ANY($1))",
-            &[&names(slots)],
+            &[
+                &names(slots),
+                &Phase::names(&[Phase::Ready, Phase::Previous]),
+            ],
         )
         .await
         .map_err(|e| Error::destination("looking for lost versions", e))?;
@@ -171,11 +174,11 @@ async fn finish_retirements(config: &Config, dest: &Client, slots: &[Slot]) -> R
     let rows = dest
         .query(
             "SELECT target, version FROM walfill.versions
-              WHERE phase = 'retired'
+              WHERE phase = $2
                 AND (slot_name = ANY($1)
                      OR to_regclass(format('%I.%I', dest_schema, table_name)) IS NOT NULL)
               ORDER BY target, version",
-            &[&names(slots)],
+            &[&names(slots), &Phase::Retired.as_str()],
         )
         .await
         .map_err(|e| Error::destination("looking for retirements cut short", e))?;
@@ -207,8 +210,8 @@ async fn reap(
 ) -> Result<()> {
     let rows = dest
         .query(
-            "SELECT slot_name, phase <> 'retired', target, version FROM walfill.versions",
-            &[],
+            "SELECT slot_name, phase <> $1, target, version FROM walfill.versions",
+            &[&Phase::Retired.as_str()],
         )
         .await
         .map_err(|e| Error::destination("reading the versions' slots", e))?;
@@ -291,7 +294,7 @@ async fn retire_cancelled(config: &Config, dest: &Client) -> Result<()> {
     let rows = dest
         .query(
             "SELECT v.target, v.version FROM walfill.versions v
-              WHERE v.phase IN ('planned', 'copying', 'replaying', 'catching_up')
+              WHERE v.phase = ANY($1)
                 AND EXISTS (SELECT 1 FROM walfill.requests r
                              WHERE r.target = v.target AND r.version = v.version
                                AND r.state = 'cancelled')
@@ -299,7 +302,7 @@ async fn retire_cancelled(config: &Config, dest: &Client) -> Result<()> {
                                  WHERE r.target = v.target AND r.version = v.version
                                    AND r.state IN ('queued', 'running'))
               ORDER BY v.target, v.version",
-            &[],
+            &[&Phase::names(&Phase::BUILDING)],
         )
         .await
         .map_err(|e| Error::destination("looking for versions of cancelled requests", e))?;

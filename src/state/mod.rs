@@ -11,7 +11,7 @@ pub mod requests;
 mod transition;
 mod version;
 
-pub use transition::FillStart;
+pub use transition::{retire_phase, swap_phases, FillStart};
 pub use version::{NewVersion, Path, Phase, VersionState};
 
 use tokio_postgres::{Client, GenericClient};

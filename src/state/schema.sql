@@ -93,6 +93,28 @@ ALTER TABLE walfill.versions ADD COLUMN IF NOT EXISTS replay_read_lsn pg_lsn;
 -- interrupted resumes after it.
 ALTER TABLE walfill.versions ADD COLUMN IF NOT EXISTS load_cursor text[];
 
+-- Added with typed phases: a version's phase and path are one of those
+-- walfill knows (state::Phase, state::Path), whoever writes the row. An
+-- older state schema gets the checks here; its rows were written by
+-- walfill, so they pass.
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_constraint
+                    WHERE conrelid = 'walfill.versions'::regclass
+                      AND conname = 'versions_phase_check') THEN
+        ALTER TABLE walfill.versions ADD CONSTRAINT versions_phase_check
+            CHECK (phase IN ('planned', 'copying', 'replaying', 'catching_up', 'ready',
+                             'active', 'previous', 'retired'));
+    END IF;
+    IF NOT EXISTS (SELECT 1 FROM pg_constraint
+                    WHERE conrelid = 'walfill.versions'::regclass
+                      AND conname = 'versions_path_check') THEN
+        ALTER TABLE walfill.versions ADD CONSTRAINT versions_path_check
+            CHECK (path IN ('snapshot', 'replay'));
+    END IF;
+END
+$$;
+
 -- Added with `walfill serve`.
 --
 -- Requests for backfills, from every entry point (the CLI, SQL, HTTP, a

@@ -5,7 +5,7 @@
 use tokio_postgres::{Client, GenericClient, Transaction};
 use walfill_core::Lsn;
 
-use super::version::{NewVersion, Path, VersionState};
+use super::version::{NewVersion, Path, Phase, VersionState};
 use crate::apply::StreamDesc;
 use crate::error::{Error, Result};
 
@@ -392,4 +392,59 @@ impl VersionState {
         )
         .await
     }
+}
+
+/// The phase changes of a swap, in the swap's transaction `tx`: `version`
+/// becomes active; the version that was (`old`, unless the swap publishes
+/// the active version again) becomes previous, kept current for rollback;
+/// an older previous one becomes merely ready.
+pub async fn swap_phases(
+    tx: &Transaction<'_>,
+    target: &str,
+    version: &str,
+    old: Option<&str>,
+) -> Result<()> {
+    let failed = |e| Error::destination("recording the swap", e);
+    tx.execute(
+        "UPDATE walfill.versions SET phase = $3, updated_at = now()
+          WHERE target = $1 AND phase = $4 AND version <> $2",
+        &[
+            &target,
+            &version,
+            &Phase::Ready.as_str(),
+            &Phase::Previous.as_str(),
+        ],
+    )
+    .await
+    .map_err(failed)?;
+    if let Some(old) = old {
+        tx.execute(
+            "UPDATE walfill.versions SET phase = $3, updated_at = now()
+              WHERE target = $1 AND version = $2",
+            &[&target, &old, &Phase::Previous.as_str()],
+        )
+        .await
+        .map_err(failed)?;
+    }
+    tx.execute(
+        "UPDATE walfill.versions SET phase = $3, swapped_at = now(), updated_at = now(),
+                held = false, swap_at = NULL, swap_error = NULL, swap_tried_at = NULL
+          WHERE target = $1 AND version = $2",
+        &[&target, &version, &Phase::Active.as_str()],
+    )
+    .await
+    .map_err(failed)?;
+    Ok(())
+}
+
+/// Records in `tx` that `version` is retired: its slot and table go.
+pub async fn retire_phase(tx: &Transaction<'_>, target: &str, version: &str) -> Result<()> {
+    tx.execute(
+        "UPDATE walfill.versions SET phase = $3, updated_at = now()
+          WHERE target = $1 AND version = $2",
+        &[&target, &version, &Phase::Retired.as_str()],
+    )
+    .await
+    .map_err(|e| Error::destination("recording the retirement", e))?;
+    Ok(())
 }

@@ -79,6 +79,12 @@ pub enum Phase {
 }
 
 impl Phase {
+    /// The texts of `phases`, bound as a `text[]` parameter (`phase =
+    /// ANY($n)`): SQL outside `state/` names no phase itself.
+    pub fn names(phases: &[Phase]) -> Vec<&'static str> {
+        phases.iter().map(|p| p.as_str()).collect()
+    }
+
     /// The text stored in the state table.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -93,12 +99,18 @@ impl Phase {
         }
     }
 
+    /// The phases of a version being built: planned, filled or catching
+    /// up, not complete yet.
+    pub const BUILDING: [Phase; 4] = [
+        Phase::Planned,
+        Phase::Copying,
+        Phase::Replaying,
+        Phase::CatchingUp,
+    ];
+
     /// Being built: planned, filled or caught up, not complete yet.
     pub fn is_building(self) -> bool {
-        matches!(
-            self,
-            Phase::Planned | Phase::Copying | Phase::Replaying | Phase::CatchingUp
-        )
+        Phase::BUILDING.contains(&self)
     }
 
     /// Whether the version is complete and follows the live stream.

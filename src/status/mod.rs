@@ -247,18 +247,21 @@ pub async fn report(config: &Config) -> Result<Report> {
     let extra = dest
         .query(
             "SELECT v.target, v.version,
-                    CASE WHEN v.phase IN ('planned', 'copying', 'replaying') THEN v.throttled END,
+                    CASE WHEN v.phase = ANY($1) THEN v.throttled END,
                     (SELECT count(*) FROM walfill.dead_letters d
                       WHERE d.target = v.target AND d.version = v.version),
                     v.apply_lag_seconds,
                     (SELECT t.stale FROM walfill.targets t
                       WHERE t.target = v.target AND t.active_version = v.version),
                     extract(epoch FROM now() - v.updated_at)::float8,
-                    v.held AND v.phase = 'ready',
+                    v.held AND v.phase = $2,
                     to_char(v.swap_at AT TIME ZONE 'UTC', 'YYYY-MM-DD HH24:MI:SS \"UTC\"'),
                     v.swap_error
                FROM walfill.versions v",
-            &[],
+            &[
+                &Phase::names(&[Phase::Planned, Phase::Copying, Phase::Replaying]),
+                &Phase::Ready.as_str(),
+            ],
         )
         .await
         .map_err(|e| crate::error::Error::destination("reading the versions", e))?;
