@@ -32,10 +32,7 @@ pub(super) async fn choose(
             let rates = planner::Rates::measured(dest).await?;
             let decision =
                 planner::decide_now(cx.config, cx.source, plan, &rates, choice, cx.cancel).await?;
-            let path = match decision.path {
-                "replay" => Path::Replay,
-                _ => Path::Snapshot,
-            };
+            let path = decision.path;
             if path != Path::Replay && choice == PathChoice::Replay {
                 return Err(Error::Request(format!(
                     "{} cannot be built by replay: {}; run without --path replay to build it \

@@ -34,6 +34,7 @@ use crate::base::{find_bases, Manifest};
 use crate::config::{ArchiveFound, Config};
 use crate::error::{Error, Result};
 use crate::plan::Plan;
+use crate::state::Path;
 
 /// The `--path` a backfill is asked to take.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
@@ -101,8 +102,8 @@ impl ReplayStart {
 /// The planner's decision.
 #[derive(Clone, Debug, Serialize)]
 pub struct Decision {
-    /// `replay` or `snapshot`.
-    pub path: &'static str,
+    /// How the version is to be filled.
+    pub path: Path,
     /// Why.
     pub reason: String,
     /// Where a replay starts.
@@ -141,7 +142,7 @@ pub struct Decision {
 impl Decision {
     fn snapshot(reason: impl Into<String>, rows: i64, source_lsn: Lsn) -> Decision {
         Decision {
-            path: "snapshot",
+            path: Path::Snapshot,
             reason: reason.into(),
             start: None,
             wal_bytes: 0,
@@ -580,7 +581,7 @@ async fn decide_replay(config: &Config, source: &Client, plan: &Plan) -> Result<
         ReplayStart::Creation { .. } => rows,
     };
     Ok(Decision {
-        path: "replay",
+        path: Path::Replay,
         reason: format!(
             "the archive covers {} from {} to now",
             plan.source,

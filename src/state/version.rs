@@ -13,7 +13,8 @@ use crate::config::QualifiedName;
 use crate::error::{Error, Result};
 
 /// How a version is filled.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Path {
     /// From a snapshot of the source table, copied in keyset chunks.
     Snapshot,
