@@ -1,7 +1,7 @@
 //! The service's errors, and the one place that decides what each means:
 //! the exit code, and whether trying again may help ([`Error::directive`]).
 
-use walfill_core::sql::{describe_pg_error, error_chain};
+use walfill_core::sql::{describe_pg_error, error_chain, sql_class, SqlClass};
 use walfill_snapshot::SnapshotError;
 
 use crate::config::ConfigError;
@@ -232,10 +232,13 @@ fn transient(e: &tokio_postgres::Error) -> bool {
     }
     match e.code() {
         None => true,
-        Some(code) => {
-            let class = &code.code()[..2];
-            matches!(class, "08" | "40" | "53" | "57")
-        }
+        Some(code) => matches!(
+            sql_class(code),
+            SqlClass::ConnectionException
+                | SqlClass::TransactionRollback
+                | SqlClass::InsufficientResources
+                | SqlClass::OperatorIntervention
+        ),
     }
 }
 

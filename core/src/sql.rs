@@ -52,10 +52,46 @@ pub fn error_chain(err: &(dyn std::error::Error + 'static)) -> String {
 }
 
 #[cfg(feature = "postgres")]
-pub use pg::describe_pg_error;
+pub use pg::{describe_pg_error, sql_class, SqlClass};
 
 #[cfg(feature = "postgres")]
 mod pg {
+    use tokio_postgres::error::SqlState;
+
+    /// The SQLSTATE classes walfill tells apart (the first two characters
+    /// of a code); the one place a code is read by its text.
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum SqlClass {
+        /// 08: the connection failed or broke.
+        ConnectionException,
+        /// 40: a serialization failure or deadlock; the transaction may be
+        /// run again.
+        TransactionRollback,
+        /// 53: the server ran short of memory, disk or connections.
+        InsufficientResources,
+        /// 57: an operator or the server stopped the statement (shutdown,
+        /// termination, cancel).
+        OperatorIntervention,
+        /// 22, 2F, 38, 39, P0: the data of the row at hand made an
+        /// expression, function or procedure fail (division by zero, a bad
+        /// cast, an exception raised).
+        DataOrRoutine,
+        /// Any other class.
+        Other,
+    }
+
+    /// The class of `code`.
+    pub fn sql_class(code: &SqlState) -> SqlClass {
+        match code.code().get(..2) {
+            Some("08") => SqlClass::ConnectionException,
+            Some("40") => SqlClass::TransactionRollback,
+            Some("53") => SqlClass::InsufficientResources,
+            Some("57") => SqlClass::OperatorIntervention,
+            Some("22" | "2F" | "38" | "39" | "P0") => SqlClass::DataOrRoutine,
+            _ => SqlClass::Other,
+        }
+    }
+
     /// Describes a database error with everything the server said: message,
     /// detail, hint and SQLSTATE. Other errors print their cause chain.
     pub fn describe_pg_error(err: &tokio_postgres::Error) -> String {
@@ -87,6 +123,29 @@ mod tests {
         assert_eq!(quote_literal("it's"), "'it''s'");
         assert_eq!(ident_list(["a", "B"]), "\"a\", \"B\"");
         assert_eq!(quote_qualified("my.s", "t"), "\"my.s\".\"t\"");
+    }
+
+    #[cfg(feature = "postgres")]
+    #[test]
+    fn sqlstate_classes() {
+        use tokio_postgres::error::SqlState;
+        let class = |c: SqlState| sql_class(&c);
+        assert_eq!(
+            class(SqlState::CONNECTION_FAILURE),
+            SqlClass::ConnectionException
+        );
+        assert_eq!(
+            class(SqlState::T_R_DEADLOCK_DETECTED),
+            SqlClass::TransactionRollback
+        );
+        assert_eq!(class(SqlState::DISK_FULL), SqlClass::InsufficientResources);
+        assert_eq!(
+            class(SqlState::ADMIN_SHUTDOWN),
+            SqlClass::OperatorIntervention
+        );
+        assert_eq!(class(SqlState::DIVISION_BY_ZERO), SqlClass::DataOrRoutine);
+        assert_eq!(class(SqlState::RAISE_EXCEPTION), SqlClass::DataOrRoutine);
+        assert_eq!(class(SqlState::UNIQUE_VIOLATION), SqlClass::Other);
     }
 
     #[test]

@@ -11,7 +11,7 @@
 use pg_walstream::{PgReplicationConnection, ReplicationSlotOptions, SlotType};
 use walfill_core::Lsn;
 
-use crate::error::SnapshotError;
+use crate::error::{SlotProblem, SnapshotError};
 
 /// Where replication connections go, and the settings each one's session
 /// runs with (the values pgoutput prints depend on them). The settings are
@@ -95,7 +95,7 @@ impl ReplicationConnection {
     pub fn drop_slot(&mut self, slot: &str) -> Result<(), SnapshotError> {
         match self.inner.drop_replication_slot(slot, false) {
             Ok(()) => Ok(()),
-            Err(e) if e.to_string().contains("42704") => Ok(()),
+            Err(e) if SlotProblem::of(&e) == Some(SlotProblem::Missing) => Ok(()),
             Err(e) => Err(SnapshotError::replication(
                 format!("dropping replication slot {slot}"),
                 e,

@@ -1,6 +1,33 @@
 //! Errors of snapshot and stream work against the source database.
 
+use tokio_postgres::error::SqlState;
+
 use crate::sql::describe_pg_error;
+
+/// What a failed replication command says of its slot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SlotProblem {
+    /// There is no slot of that name (SQLSTATE 42704).
+    Missing,
+    /// Another process streams from it (SQLSTATE 55006).
+    InUse,
+}
+
+impl SlotProblem {
+    /// The problem a replication error reports, if it is one of these.
+    /// The replication client gives the server's SQLSTATE only inside its
+    /// message: this is the one place that reads it there.
+    pub fn of(e: &pg_walstream::ReplicationError) -> Option<SlotProblem> {
+        let text = e.to_string();
+        if text.contains(SqlState::UNDEFINED_OBJECT.code()) {
+            Some(SlotProblem::Missing)
+        } else if text.contains(SqlState::OBJECT_IN_USE.code()) {
+            Some(SlotProblem::InUse)
+        } else {
+            None
+        }
+    }
+}
 
 /// Something went wrong reading the source.
 #[derive(Debug, thiserror::Error)]
@@ -47,6 +74,14 @@ impl SnapshotError {
         SnapshotError::Query {
             context: context.into(),
             source,
+        }
+    }
+
+    /// What the failed replication command said of its slot.
+    pub fn slot_problem(&self) -> Option<SlotProblem> {
+        match self {
+            SnapshotError::Replication { source, .. } => SlotProblem::of(source),
+            _ => None,
         }
     }
 

@@ -24,7 +24,7 @@ pub mod table;
 pub use boundary::{Boundary, ReplicationConnection, ReplicationUrl};
 pub use copy::{ChunkReading, KeysetChunk, Projection, RowTap};
 pub use copy_data::CopyFormat;
-pub use error::SnapshotError;
+pub use error::{SlotProblem, SnapshotError};
 pub use live::{LiveStream, StreamEvent};
 pub use rows::{ChunkRead, ChunkRows, Piece, RowsSender};
 pub use suffix::RowSuffix;

@@ -26,7 +26,7 @@ use pg_walstream::{
 use walfill_core::{Column, Datum, Lsn, Relation, RowChange};
 
 use crate::boundary::ReplicationConnection;
-use crate::error::SnapshotError;
+use crate::error::{SlotProblem, SnapshotError};
 
 /// How often the stream reports its position even when nothing happens, well
 /// inside the server's default `wal_sender_timeout` of 60 s.
@@ -96,19 +96,16 @@ impl LiveStream {
                 ],
             )
             .map_err(|e| {
-                let text = e.to_string();
-                let context = if text.contains("42704") {
-                    format!(
+                let context = match SlotProblem::of(&e) {
+                    Some(SlotProblem::Missing) => format!(
                         "replication slot {slot} no longer exists, so changes after {from} \
                          are lost to this version; rebuild it with `walfill backfill`"
-                    )
-                } else if text.contains("55006") {
-                    format!(
+                    ),
+                    Some(SlotProblem::InUse) => format!(
                         "replication slot {slot} is in use by another process (another \
                          walfill running for this version?)"
-                    )
-                } else {
-                    format!("starting replication from slot {slot} at {from}")
+                    ),
+                    None => format!("starting replication from slot {slot} at {from}"),
                 };
                 SnapshotError::replication(context, e)
             })?;

@@ -21,6 +21,7 @@
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 
 use tokio_postgres::Transaction;
+use walfill_core::sql::{sql_class, SqlClass};
 use walfill_core::Lsn;
 
 use crate::error::{Error, Result};
@@ -32,10 +33,8 @@ const ALL_FAIL_AT_LEAST: usize = 3;
 
 /// Whether `e` is an error of one row's data rather than of the statement.
 pub fn is_data_error(e: &tokio_postgres::Error) -> bool {
-    e.code().is_some_and(|c| {
-        let class = &c.code()[..2];
-        matches!(class, "22" | "2F" | "38" | "39" | "P0")
-    })
+    e.code()
+        .is_some_and(|c| sql_class(c) == SqlClass::DataOrRoutine)
 }
 
 /// A store's dead-letter statements (built once), and whether the version

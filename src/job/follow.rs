@@ -7,7 +7,9 @@ use std::time::{Duration, Instant};
 use tokio_postgres::Client;
 use tokio_util::sync::CancellationToken;
 use walfill_core::Lsn;
-use walfill_snapshot::{LiveStream, ReplicationConnection, ReplicationUrl, SnapshotError};
+use walfill_snapshot::{
+    LiveStream, ReplicationConnection, ReplicationUrl, SlotProblem, SnapshotError,
+};
 
 use super::Context;
 use crate::apply::{run, Applied, Store, StreamDesc};
@@ -203,5 +205,5 @@ async fn start_with_retry(
 /// Whether starting replication failed because another walsender has the
 /// slot (SQLSTATE 55006, object in use).
 fn slot_busy(e: &SnapshotError) -> bool {
-    matches!(e, SnapshotError::Replication { .. }) && e.to_string().contains("55006")
+    e.slot_problem() == Some(SlotProblem::InUse)
 }

@@ -30,7 +30,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 use tokio_postgres::{Client, IsolationLevel};
 use tokio_util::sync::CancellationToken;
-use walfill_core::sql::{quote_ident, quote_literal, quote_qualified};
+use walfill_core::sql::{quote_ident, quote_literal, quote_qualified, sql_class, SqlClass};
 use walfill_core::Version;
 use walfill_snapshot::{
     ChunkRead, ChunkRows, CopyFormat, KeysetChunk, Projection, SnapshotError, SourceTable,
@@ -444,8 +444,10 @@ fn source_lost(e: &SnapshotError) -> bool {
         SnapshotError::Query { source, .. } => {
             source.is_closed()
                 || source.code().is_none_or(|c| {
-                    let class = &c.code()[..2];
-                    class == "08" || class == "57"
+                    matches!(
+                        sql_class(c),
+                        SqlClass::ConnectionException | SqlClass::OperatorIntervention
+                    )
                 })
         }
         _ => false,
