@@ -374,7 +374,8 @@ pub enum Command {
         no_verify_before_swap: bool,
     },
 
-    /// Withdraw a queued backfill request.
+    /// Withdraw a queued backfill request, or a failed one: the version it
+    /// began (and its slot) is retired.
     Cancel {
         /// The request's id (from `walfill request` or `walfill status`).
         id: i64,

@@ -35,6 +35,7 @@ pub mod plan;
 pub mod planner;
 pub mod progress;
 pub mod retire;
+pub mod retry;
 pub mod serve;
 pub mod setup;
 pub mod source;

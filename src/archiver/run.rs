@@ -25,6 +25,7 @@ use walfill_replay::archive::Archive;
 use walfill_replay::{Lsn, SegmentNo, TimelineId};
 
 use crate::config::Config;
+use crate::retry::Backoff;
 
 use super::error::ArchiverError;
 use super::source::{is_valid_slot_name, Source, SystemInfo};
@@ -32,13 +33,11 @@ use super::stream::{Confirmed, Session, SessionEnd, Settings};
 use super::writer::Writer;
 use super::ArchiveOptions;
 
-/// First pause before reconnecting; it doubles up to [`MAX_RECONNECT_DELAY`].
-const FIRST_RECONNECT_DELAY: Duration = Duration::from_secs(1);
-/// Longest pause between reconnection attempts.
-const MAX_RECONNECT_DELAY: Duration = Duration::from_secs(60);
+/// Pauses before reconnecting: 1 s, doubling up to a minute.
+const RECONNECT: Backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(60));
 /// How long a slot in use by another process is waited for at startup.
 const BUSY_SLOT_WAIT: Duration = Duration::from_secs(10);
-/// A session that lasted this long resets the reconnect delay.
+/// A session that lasted this long starts the reconnect pauses over.
 const HEALTHY_SESSION: Duration = Duration::from_secs(60);
 
 /// The default slot name: `walfill_archive_<deployment tag>`.
@@ -125,7 +124,7 @@ pub async fn archive(
     let mut confirmed = Confirmed(restart);
     let mut resume = start;
     let mut connection = Some((source, system));
-    let mut delay = FIRST_RECONNECT_DELAY;
+    let mut failures = 0;
     loop {
         let started = Instant::now();
         let attempt = match connection.take() {
@@ -151,8 +150,10 @@ pub async fn archive(
             Ok(_) => break,
             Err(e) if e.is_transient() && !cancel.is_cancelled() => {
                 if started.elapsed() >= HEALTHY_SESSION {
-                    delay = FIRST_RECONNECT_DELAY;
+                    failures = 0;
                 }
+                failures += 1;
+                let delay = RECONNECT.after(failures);
                 tracing::warn!(
                     error = %e,
                     resume_at = %resume,
@@ -163,7 +164,6 @@ pub async fn archive(
                     _ = tokio::time::sleep(delay) => {}
                     _ = cancel.cancelled() => {}
                 }
-                delay = (delay * 2).min(MAX_RECONNECT_DELAY);
                 if cancel.is_cancelled() {
                     break;
                 }

@@ -24,13 +24,15 @@ use walfill_replay::{Lsn, SegmentName};
 
 use super::error::ArchiverError;
 use super::segment::SegmentBytes;
+use crate::retry::Backoff;
 
 /// Segments waiting to be written, at most. Each costs one segment of memory.
 const QUEUE: usize = 2;
-/// First pause before retrying a failed write; it doubles up to [`MAX_RETRY_DELAY`].
-const FIRST_RETRY_DELAY: Duration = Duration::from_millis(500);
-/// Longest pause between attempts.
-const MAX_RETRY_DELAY: Duration = Duration::from_secs(30);
+/// Pauses before retrying a failed write: 500 ms, doubling up to 30 s.
+/// Only what the archive calls transient is retried
+/// ([`ArchiveError::is_permanent`], which [`crate::error::Error::directive`]
+/// follows too).
+const WRITE_RETRY: Backoff = Backoff::new(Duration::from_millis(500), Duration::from_secs(30));
 /// Attempts still made for a failing write once a stop was requested.
 const ATTEMPTS_AFTER_STOP: u32 = 3;
 
@@ -257,7 +259,7 @@ where
     F: FnMut() -> Fut,
     Fut: Future<Output = Result<T, ArchiveError>>,
 {
-    let mut delay = FIRST_RETRY_DELAY;
+    let mut failures = 0;
     let mut after_stop = 0;
     loop {
         match op().await {
@@ -270,9 +272,10 @@ where
                         return Err(e);
                     }
                 }
+                failures += 1;
+                let delay = WRITE_RETRY.after(failures);
                 tracing::warn!(error = %e, retry_in_ms = delay.as_millis() as u64, "failed to {what}; retrying");
                 tokio::time::sleep(delay).await;
-                delay = (delay * 2).min(MAX_RETRY_DELAY);
             }
         }
     }

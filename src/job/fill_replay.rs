@@ -19,9 +19,10 @@ use crate::error::{Error, Result};
 use crate::failpoint;
 use crate::plan::Plan;
 use crate::planner::{source_identity, ReplayStart};
+use crate::retry::pause;
 use crate::source::replay::{check, FoldSpace, Output, ReplayOutcome, ReplayRange, ReplaySource};
 use crate::state::{FillStart, Phase, VersionState};
-use crate::upstream::wal::{pause, wait_for_archive};
+use crate::upstream::wal::wait_for_archive;
 use crate::upstream::SlotHealth;
 
 /// Replays the archive into the version up to its boundary (creating the

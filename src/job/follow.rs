@@ -17,12 +17,16 @@ use crate::db;
 use crate::error::{Error, Result};
 use crate::failpoint;
 use crate::plan::Plan;
+use crate::retry::Backoff;
 use crate::source::live::{LiveOptions, LiveSource};
 use crate::state::VersionState;
 use crate::upstream::{current_wal_lsn, slot_health, SlotHealth};
 
 /// How long a slot still held by a dying process is waited for.
 const SLOT_BUSY_WAIT: Duration = Duration::from_secs(60);
+/// How often it is tried meanwhile.
+const SLOT_BUSY_RETRY: Backoff =
+    Backoff::new(Duration::from_millis(500), Duration::from_millis(500));
 
 /// A version's stream, ready to apply.
 pub(crate) struct Follower {
@@ -195,7 +199,7 @@ async fn start_with_retry(
                         "the slot is still held by a previous process; waiting for it to let go"
                     );
                 }
-                tokio::time::sleep(Duration::from_millis(500)).await;
+                tokio::time::sleep(SLOT_BUSY_RETRY.after(1)).await;
             }
             Err(e) => return Err(e.into()),
         }

@@ -17,11 +17,15 @@ use crate::config::{Config, Target};
 use crate::db::{self, Role};
 use crate::error::{Directive, Error, Result};
 use crate::failpoint;
+use crate::retry::Backoff;
 use crate::state::{self, lock, Phase, VersionState};
 use crate::upstream::{current_wal_lsn, slot_health, SlotHealth};
 
 /// Attempts before a swap blocked by long-running readers gives up.
 const LOCK_ATTEMPTS: u32 = 12;
+/// Pauses between them: 200 ms, doubling up to 2 s. Only a lock timeout
+/// is retried here (the readers may finish); anything else is the caller's.
+const LOCK_RETRY: Backoff = Backoff::new(Duration::from_millis(200), Duration::from_secs(2));
 
 /// How long a swap waits for another process (a running `sync`) to bring a
 /// version it applies close enough to the source.
@@ -316,7 +320,7 @@ async fn publish(
                     attempt,
                     "long-running readers hold the view; retrying the swap"
                 );
-                tokio::time::sleep(Duration::from_millis(200 * u64::from(attempt))).await;
+                tokio::time::sleep(LOCK_RETRY.after(attempt)).await;
             }
             other => return other,
         }

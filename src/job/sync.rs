@@ -18,6 +18,7 @@ use crate::config::Config;
 use crate::db::{self, Role};
 use crate::error::{Directive, Error, Result};
 use crate::plan;
+use crate::retry::{self, Backoff};
 use crate::state::{self, lock, VersionState};
 use crate::upstream::current_wal_lsn;
 
@@ -31,8 +32,9 @@ pub struct SyncOptions {
     pub shared: bool,
 }
 
-/// Longest pause between retries of a failing version.
-const MAX_BACKOFF: Duration = Duration::from_secs(60);
+/// Pauses between retries of a failing version: 1 s, doubling up to a
+/// minute.
+const FOLLOW_RETRY: Backoff = Backoff::new(Duration::from_secs(1), Duration::from_secs(60));
 /// How often a running sync looks for versions built or retired.
 const RESCAN: Duration = Duration::from_secs(2);
 
@@ -186,7 +188,7 @@ async fn follow_with_retry(
     shared: bool,
     cancel: &CancellationToken,
 ) -> Result<()> {
-    let mut backoff = Duration::from_secs(1);
+    let mut failures = 0;
     loop {
         let result = Box::pin(follow_version(config, version, until, shared, cancel)).await;
         let e = match result {
@@ -213,18 +215,18 @@ async fn follow_with_retry(
         }
         match e.directive() {
             Directive::Retry if until.is_none() && !cancel.is_cancelled() => {
+                failures += 1;
+                let wait = FOLLOW_RETRY.after(failures);
                 tracing::error!(
                     target = %version.target,
                     version = %version.version,
                     error = %e.describe(),
-                    retry_in = backoff.as_secs(),
+                    retry_in = wait.as_secs(),
                     "sync failed; retrying"
                 );
-                tokio::select! {
-                    _ = cancel.cancelled() => return Ok(()),
-                    _ = tokio::time::sleep(backoff) => {}
+                if retry::pause(wait, cancel).await.is_err() {
+                    return Ok(());
                 }
-                backoff = (backoff * 2).min(MAX_BACKOFF);
             }
             Directive::Stop => return Ok(()),
             _ => return Err(e),

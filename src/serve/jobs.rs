@@ -11,6 +11,7 @@ use crate::config::{Config, Target};
 use crate::db::{self, Role};
 use crate::error::{Error, Result};
 use crate::job::{self, BackfillOptions};
+use crate::retry::{self, Backoff};
 use crate::state::requests::{self, Ending, Request};
 use crate::state::VersionState;
 
@@ -72,10 +73,13 @@ pub(super) async fn run(
         }
         Err(e) => {
             let error = e.describe();
-            let retry_in = match e {
-                Error::Config(_) | Error::Request(_) => None,
-                _ => Some(requests::backoff_from(retry_base, request.attempts)),
-            };
+            // Tried again only when it may help: an error that needs the
+            // operator fails the request, which `walfill request` makes
+            // anew once the cause is fixed (or `walfill cancel` retires
+            // the version it began).
+            let schedule = Backoff::new(retry_base, retry_base * 60);
+            let retry_in = retry::may_retry(&e)
+                .then(|| schedule.after(u32::try_from(request.attempts).unwrap_or(1)));
             tracing::error!(
                 request = id,
                 target = %request.target,

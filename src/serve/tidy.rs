@@ -6,7 +6,8 @@
 //!   are marked lost, as the published one is ([`super::leader`]).
 //! - Versions beyond `[serve] keep_versions`, and lost ones, are retired.
 //! - A version a cancelled request had begun to build (a request queued
-//!   again after a failed attempt, then cancelled) is retired, unless
+//!   again after a failed attempt, or failed for good, then cancelled) is
+//!   retired, unless
 //!   another open request wants it or a process works on it.
 //! - A retirement that was cut short (the state says retired, but the
 //!   slot or the table is still there: a `kill -9` in between, a takeover)

@@ -44,9 +44,13 @@ use crate::db::{self, Role};
 use crate::error::{Error, Result};
 use crate::plan::Plan;
 use crate::progress::Progress;
+use crate::retry::Backoff;
 
 /// Attempts at one chunk when the source connection is lost.
 const ATTEMPTS: u32 = 5;
+/// Pauses between them: 400 ms, doubling. Only a lost connection is
+/// retried here, on a new one; anything else ends the copy.
+const CHUNK_RETRY: Backoff = Backoff::new(Duration::from_millis(400), Duration::from_millis(3200));
 
 /// One key range of a copy made by several workers: keys whose first
 /// column is above `above` and at most `up_to` (text values; `None`: open).
@@ -222,7 +226,7 @@ impl Reader {
                         "the source connection was lost while reading a chunk; reading it again"
                     );
                     self.client = None;
-                    tokio::time::sleep(Duration::from_millis(200 << attempt)).await;
+                    tokio::time::sleep(CHUNK_RETRY.after(attempt)).await;
                     attempt += 1;
                 }
                 Err(e) => return Err(e),

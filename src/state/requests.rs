@@ -237,13 +237,14 @@ pub async fn recent(client: &impl GenericClient, finished: i64) -> Result<Vec<Re
     Ok(rows.iter().map(from_row).collect())
 }
 
-/// Withdraws a queued request. A running one is not stopped (pause its
-/// target for that); a finished one stays as it ended.
+/// Withdraws a queued request, or a failed one (so that the version it
+/// began is retired). A running one is not stopped (pause its target for
+/// that); a done one stays as it ended.
 pub async fn cancel(client: &impl GenericClient, id: i64) -> Result<Request> {
     let row = client
         .query_opt(
             "UPDATE walfill.requests SET state = 'cancelled', finished_at = now()
-              WHERE id = $1 AND state = 'queued' RETURNING id",
+              WHERE id = $1 AND state IN ('queued', 'failed') RETURNING id",
             &[&id],
         )
         .await
@@ -253,7 +254,7 @@ pub async fn cancel(client: &impl GenericClient, id: i64) -> Result<Request> {
         .ok_or_else(|| Error::Request(format!("there is no request {id}")))?;
     if row.is_none() {
         return Err(Error::Request(format!(
-            "request {id} is {}, not queued: only a queued request can be cancelled{}",
+            "request {id} is {}: only a queued or failed request can be cancelled{}",
             request.state,
             if request.state == "running" {
                 format!(
@@ -471,30 +472,4 @@ pub async fn finish(
     result.map_err(|e| Error::destination("recording how the request ended", e))?;
     notify(client, &format!("finished {id}")).await;
     Ok(())
-}
-
-/// The pause before attempt `attempts + 1` of a failing request: 5 s,
-/// doubling, at most 5 minutes.
-pub fn backoff(attempts: i32) -> Duration {
-    backoff_from(Duration::from_secs(5), attempts)
-}
-
-/// The same from another first pause (`[serve] retry_seconds`): doubling,
-/// at most 60 times the first.
-pub fn backoff_from(first: Duration, attempts: i32) -> Duration {
-    let doublings = attempts.clamp(1, 16) as u32 - 1;
-    (first * (1u32 << doublings)).min(first * 60)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn backoff_doubles_from_five_seconds_to_five_minutes() {
-        let waits: Vec<u64> = (1..=9).map(|a| backoff(a).as_secs()).collect();
-        assert_eq!(waits, [5, 10, 20, 40, 80, 160, 300, 300, 300]);
-        assert_eq!(backoff(0).as_secs(), 5);
-        assert_eq!(backoff(1000).as_secs(), 300);
-    }
 }

@@ -123,7 +123,7 @@ pub async fn wait_for_archive(
         } else {
             tracing::debug!(%missing, %boundary, "waiting for the archive");
         }
-        pause(every, cancel).await?;
+        crate::retry::pause(every, cancel).await?;
         every = (every * 2).min(Duration::from_millis(500));
     }
 }
@@ -163,13 +163,5 @@ async fn missing(archive: &Archive, from: Lsn, boundary: Lsn) -> Result<Option<S
         }
         Err(ArchiveError::NoSegments { .. }) => Ok(Some("the archive holds no WAL".into())),
         Err(e) => Err(Error::History(e.to_string())),
-    }
-}
-
-/// Sleeps for `duration` unless cancelled first.
-pub(crate) async fn pause(duration: Duration, cancel: &CancellationToken) -> Result<()> {
-    tokio::select! {
-        _ = cancel.cancelled() => Err(Error::Interrupted),
-        _ = tokio::time::sleep(duration) => Ok(()),
     }
 }

@@ -305,7 +305,8 @@ fn metrics_parse_as_prometheus_text_and_ready_flips_on_repeated_failures() {
         assert!(s.metric.starts_with("walfill_"), "{}", s.metric);
     }
 
-    // A target whose transform fails on every row: tried again and again.
+    // A target whose transform fails on every row: its request fails for
+    // good (the error needs the operator), and /ready says so.
     walfill.configure(
         &db,
         &format!("{}\n{}\n{broken}", serve_section(""), orders_target("v1")),

@@ -2,7 +2,8 @@
 
 use super::*;
 
-/// A request queued again after a failed attempt, then cancelled: the
+/// A request whose failure needs the operator (a transform that fails on
+/// every row) fails for good, without being tried again; cancelled, the
 /// version it had begun (and its slot) is retired, not left behind.
 #[test]
 fn cancelling_a_request_retires_the_version_it_began() {
@@ -13,7 +14,7 @@ fn cancelling_a_request_retires_the_version_it_began() {
     walfill.configure(
         &db,
         &format!(
-            "[serve]\nlease_seconds = 3\npoll_seconds = 1\nretry_seconds = 30\n\n{}\n{broken}",
+            "[serve]\nlease_seconds = 3\npoll_seconds = 1\nretry_seconds = 1\n\n{}\n{broken}",
             orders_target("v1")
         ),
     );
@@ -23,10 +24,19 @@ fn cancelling_a_request_retires_the_version_it_began() {
         &db,
         "SELECT EXISTS (SELECT 1 FROM walfill.requests r JOIN walfill.versions v
                           ON v.target = r.target AND v.version = r.version
-                        WHERE r.target = 'broken' AND r.state = 'queued' AND r.attempts >= 1)",
+                        WHERE r.target = 'broken' AND r.state = 'failed')",
         Duration::from_secs(60),
-        "the broken target's request to fail once and wait",
+        "the broken target's request to fail for good",
         &[&service],
+    );
+    // Not tried again, though a retry would come after a second.
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(
+        db.value("SELECT state || ' ' || attempts FROM walfill.requests WHERE target = 'broken'")
+            .as_deref(),
+        Some("failed 1"),
+        "{}",
+        service.log()
     );
     let (id, slot) = {
         let row = db.value(
@@ -71,7 +81,7 @@ fn requests_are_made_listed_and_cancelled_from_the_cli() {
     assert!(out.contains("cancelled"), "{out}");
     let again = walfill.run(&["cancel", &id]);
     assert_eq!(again.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&again.stderr).contains("not queued"));
+    assert!(String::from_utf8_lossy(&again.stderr).contains("only a queued or failed request"));
     let unknown = walfill.run(&["request", "nope"]);
     assert_eq!(unknown.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&unknown.stderr).contains("no target named"));
