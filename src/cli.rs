@@ -6,8 +6,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use walfill_replay::archive::Layout;
 use walfill_replay::Lsn;
 
-use crate::decode::Format;
-use crate::planner::PathChoice;
+use crate::control::route::PathChoice;
 
 /// `--layout`: an archive layout, or `auto` (`None`: detect it).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -202,57 +201,7 @@ pub enum Command {
     /// not at all (jsonl). A value of a type walfill cannot decode is
     /// printed as a marker, warned about once per column, and makes the
     /// command exit with 3 at the end.
-    Decode {
-        /// Archive URL (default: the configuration's [archive] url).
-        #[arg(long)]
-        archive: Option<String>,
-        /// The archive's layout: auto (detected from what the URL holds),
-        /// walfill, flat, wal-g or pgbackrest (default: the configuration's
-        /// [archive] layout, or auto with --archive).
-        #[arg(long, value_parser = parse_layout, value_name = "LAYOUT")]
-        layout: Option<LayoutArg>,
-        /// Database whose catalog describes the tables (default: the
-        /// configuration's source).
-        #[arg(long, conflicts_with = "catalog")]
-        source: Option<String>,
-        /// Read the tables' descriptions from this file (written by
-        /// `walfill catalog`) instead of a database: decoding then needs no
-        /// connection at all.
-        #[arg(long)]
-        catalog: Option<PathBuf>,
-        /// Print transactions whose commit record starts at or after this LSN.
-        #[arg(long, value_parser = parse_lsn)]
-        from: Lsn,
-        /// Start reading at this earlier LSN (a slot's restart_lsn), so that
-        /// transactions in flight at --from are seen whole. By default
-        /// walfill finds it in the archive: the latest running-transactions
-        /// record before --from whose transactions all ended before --from,
-        /// as a slot consistent at --from would have started from.
-        #[arg(long, value_parser = parse_lsn)]
-        restart_from: Option<Lsn>,
-        /// Stop before the first record at or after this LSN (default: the
-        /// end of the archive).
-        #[arg(long, value_parser = parse_lsn)]
-        to: Option<Lsn>,
-        /// Only changes of this table (schema.name).
-        #[arg(long)]
-        table: Option<String>,
-        /// Leave out changes of tables in this schema (repeatable), e.g.
-        /// `--exclude-schema walfill` for walfill's own state. Unquoted
-        /// names are folded to lower case, as SQL does.
-        #[arg(long, value_name = "SCHEMA", conflicts_with = "table")]
-        exclude_schema: Vec<String>,
-        /// Output format.
-        #[arg(long, value_enum, default_value_t = Format::Jsonl)]
-        format: Format,
-        /// Memory bound in MiB (segments in flight and buffered changes);
-        /// larger transactions spill to disk.
-        #[arg(long, default_value_t = 256)]
-        memory_limit: usize,
-        /// Directory for spill files (default: the system's temporary directory).
-        #[arg(long)]
-        spill_dir: Option<PathBuf>,
-    },
+    Decode(DecodeCommand),
 
     /// Print, as JSON, the table descriptions `walfill decode` reads from the
     /// source's catalog (save it for `decode --catalog`).
@@ -481,4 +430,68 @@ pub fn parse_swap_at(text: &str) -> Result<String, String> {
                  2026-12-08T02:00:00+01:00 or 2026-12-08T01:00:00Z"
             )
         })
+}
+
+/// Output formats of `walfill decode`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum DecodeFormat {
+    /// One JSON object per line: a transaction with its changes.
+    Jsonl,
+    /// Exactly what PostgreSQL's test_decoding plugin prints.
+    #[value(name = "test_decoding")]
+    TestDecoding,
+}
+
+/// What `walfill decode` was given.
+#[derive(Debug, clap::Args)]
+pub struct DecodeCommand {
+    /// Archive URL (default: the configuration's [archive] url).
+    #[arg(long)]
+    pub archive: Option<String>,
+    /// The archive's layout: auto (detected from what the URL holds),
+    /// walfill, flat, wal-g or pgbackrest (default: the configuration's
+    /// [archive] layout, or auto with --archive).
+    #[arg(long, value_parser = parse_layout, value_name = "LAYOUT")]
+    pub layout: Option<LayoutArg>,
+    /// Database whose catalog describes the tables (default: the
+    /// configuration's source).
+    #[arg(long, conflicts_with = "catalog")]
+    pub source: Option<String>,
+    /// Read the tables' descriptions from this file (written by
+    /// `walfill catalog`) instead of a database: decoding then needs no
+    /// connection at all.
+    #[arg(long)]
+    pub catalog: Option<PathBuf>,
+    /// Print transactions whose commit record starts at or after this LSN.
+    #[arg(long, value_parser = parse_lsn)]
+    pub from: Lsn,
+    /// Start reading at this earlier LSN (a slot's restart_lsn), so that
+    /// transactions in flight at --from are seen whole. By default
+    /// walfill finds it in the archive: the latest running-transactions
+    /// record before --from whose transactions all ended before --from,
+    /// as a slot consistent at --from would have started from.
+    #[arg(long, value_parser = parse_lsn)]
+    pub restart_from: Option<Lsn>,
+    /// Stop before the first record at or after this LSN (default: the
+    /// end of the archive).
+    #[arg(long, value_parser = parse_lsn)]
+    pub to: Option<Lsn>,
+    /// Only changes of this table (schema.name).
+    #[arg(long)]
+    pub table: Option<String>,
+    /// Leave out changes of tables in this schema (repeatable), e.g.
+    /// `--exclude-schema walfill` for walfill's own state. Unquoted
+    /// names are folded to lower case, as SQL does.
+    #[arg(long, value_name = "SCHEMA", conflicts_with = "table")]
+    pub exclude_schema: Vec<String>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = DecodeFormat::Jsonl)]
+    pub format: DecodeFormat,
+    /// Memory bound in MiB (segments in flight and buffered changes);
+    /// larger transactions spill to disk.
+    #[arg(long, default_value_t = 256)]
+    pub memory_limit: usize,
+    /// Directory for spill files (default: the system's temporary directory).
+    #[arg(long)]
+    pub spill_dir: Option<PathBuf>,
 }

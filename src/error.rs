@@ -56,7 +56,7 @@ pub enum Error {
     #[error("{0}")]
     SchemaChanged(String),
     /// The source's enum types have labels the destination's lack, so
-    /// changes carrying them cannot be stored (see `crate::enum_labels`).
+    /// changes carrying them cannot be stored (see `crate::pipeline::enum_labels`).
     #[error("{}", format_enum_labels(.target, .labels))]
     EnumLabels {
         /// The target whose version met them.

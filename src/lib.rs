@@ -15,32 +15,18 @@
 //! newer version win and keeps deletes as versioned tombstones, so history
 //! sources may overlap and arrive in any interleaving with the same result.
 
-pub mod apply;
 pub mod archiver;
-pub mod base;
-pub mod catalog;
 pub mod cli;
+pub mod cmd;
 pub mod config;
+pub mod control;
 pub mod db;
-pub mod dead_letters;
-pub mod decode;
-pub mod dependents;
-pub mod enum_labels;
 pub mod error;
 pub mod failpoint;
-pub mod job;
-pub mod journal;
 pub mod output;
-pub mod plan;
-pub mod planner;
+pub mod pipeline;
 pub mod progress;
-pub mod retire;
 pub mod retry;
 pub mod serve;
-pub mod setup;
-pub mod source;
-pub mod state;
-pub mod status;
 pub mod telemetry;
 pub mod upstream;
-pub mod verify;

@@ -7,9 +7,9 @@ use std::sync::Arc;
 
 use proptest::prelude::*;
 use tokio_postgres::{Client, NoTls};
-use walfill::apply::{Batch, Era, Fold, Folder, Store, Writes};
 use walfill::config::QualifiedName;
-use walfill::plan::{self, Definition, Plan};
+use walfill::pipeline::apply::{Batch, Era, Fold, Folder, Store, Writes};
+use walfill::pipeline::version_sql::{self, Definition, Plan};
 use walfill_core::{Column, Datum, Lsn, Relation, RowChange, Transaction, TxnVersions, Version};
 use walfill_snapshot::{ChunkRows, CopyFormat, KeysetChunk};
 
@@ -40,7 +40,7 @@ async fn fixture(db: &TestDb) -> Fixture {
     let source = connect(&db.url()).await;
     let dest = connect(&db.url()).await;
     // The store records rows whose transform fails in walfill's state.
-    walfill::state::install(&dest).await.unwrap();
+    walfill::control::state::install(&dest).await.unwrap();
     let def = Definition {
         target: "rule".into(),
         version: "v1".into(),
@@ -54,8 +54,8 @@ async fn fixture(db: &TestDb) -> Fixture {
         filter: Some("v <> 'hidden'".into()),
         table: "rule__v1".into(),
     };
-    let table = plan::describe(&source, &def).await.unwrap();
-    let plan = plan::build(&dest, &def, table).await.unwrap();
+    let table = version_sql::describe(&source, &def).await.unwrap();
+    let plan = version_sql::build(&dest, &def, table).await.unwrap();
     dest.batch_execute(&plan.staging_ddl()).await.unwrap();
     let relation = Arc::new(Relation {
         oid: plan.source.oid,

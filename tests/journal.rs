@@ -13,7 +13,7 @@ mod storage;
 
 use serde_json::Value;
 use tokio_postgres::NoTls;
-use walfill::journal::{self, InstallReport};
+use walfill::upstream::journal::{self, InstallReport};
 
 use crate::support::role::Role;
 use crate::support::TestDb;

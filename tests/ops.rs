@@ -226,7 +226,7 @@ fn retire_teardown_and_catalog() {
 /// checks to a state schema made before them.
 #[test]
 fn the_state_schema_takes_only_known_phases_and_paths() {
-    use walfill::state::{Path, Phase};
+    use walfill::control::state::{Path, Phase};
     let db = TestDb::new("ops_phases");
     db.exec("CREATE TABLE p (id int PRIMARY KEY, n int); INSERT INTO p VALUES (1, 1);");
     let walfill = Walfill::new(&db, &target("pv", "p", "id, n", "v1"));

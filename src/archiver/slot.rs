@@ -5,9 +5,9 @@
 use std::time::Duration;
 
 use crate::config::Config;
+use crate::control::status::human_bytes;
 use crate::db::{self, Role};
 use crate::error::Result;
-use crate::status::human_bytes;
 
 /// What [`drop_slot`] found.
 #[derive(Debug, PartialEq, Eq)]

@@ -224,7 +224,7 @@ pub enum ArchiverSetting {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TransformOn {
     /// On the source, when it gives the same values there as in the
-    /// destination (see `crate::source::evaluate`); in the destination
+    /// destination (see `crate::pipeline::source::evaluate`); in the destination
     /// otherwise.
     Auto,
     /// Always in the destination.
@@ -421,11 +421,11 @@ pub struct Target {
     pub grants: Vec<Grant>,
     /// `dependent_views = "recreate"`: a swap that must drop and recreate
     /// the view recreates the objects that depend on it (see
-    /// `crate::dependents`); otherwise such a version is refused.
+    /// `crate::control::dependents`); otherwise such a version is refused.
     pub recreate_dependents: bool,
     /// `sync_enum_labels = true`: a label added to a source enum type the
     /// table uses is added to the destination's type at the source's
-    /// position, and following goes on (see `crate::enum_labels`).
+    /// position, and following goes on (see `crate::pipeline::enum_labels`).
     pub sync_enum_labels: bool,
     /// `verify_before_swap` for this target's versions (none: `[backfill]`'s).
     pub verify_before_swap: Option<bool>,

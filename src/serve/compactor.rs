@@ -1,7 +1,7 @@
 //! Compaction on its own: every `[compact] check_seconds`, the leading
 //! service compacts the tables whose newest base snapshot is followed by
 //! more than `[compact] after_wal_mb` of archived WAL (see
-//! `crate::job::compact`), and, when `[compact] schedule` is due, every
+//! `crate::control::job::compact`), and, when `[compact] schedule` is due, every
 //! table whose base has any archived WAL after it; one at a time, with a
 //! `compacted` event for each new base. Like a target's schedule, a due
 //! time first seen is remembered, not run (a restart does not compact at
@@ -13,8 +13,8 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use super::{schedule, Shared};
+use crate::control::state;
 use crate::db::{self, Role};
-use crate::state;
 
 /// Runs until `cancel`.
 pub(super) async fn run(shared: Arc<Shared>, cancel: CancellationToken) {
@@ -51,7 +51,7 @@ pub(super) async fn run(shared: Arc<Shared>, cancel: CancellationToken) {
             (false, None) => continue,
         };
         let why = if scheduled { "schedule" } else { "wal" };
-        let due = match crate::job::compaction_due(&config, after).await {
+        let due = match crate::control::job::compaction_due(&config, after).await {
             Ok(due) => due,
             Err(e) => {
                 tracing::warn!(error = %e.describe(), "cannot tell which tables to compact");
@@ -66,7 +66,9 @@ pub(super) async fn run(shared: Arc<Shared>, cancel: CancellationToken) {
                 why,
                 "compacting the table's base snapshot"
             );
-            match crate::job::compact(&config, std::slice::from_ref(&target), &cancel).await {
+            match crate::control::job::compact(&config, std::slice::from_ref(&target), &cancel)
+                .await
+            {
                 Ok(done) => {
                     for c in done {
                         tracing::info!(table = %c.table, note = %c.note, "compaction done");

@@ -16,9 +16,9 @@ use tokio_postgres::Client;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
+use crate::control::state;
 use crate::db::{self, Role};
 use crate::error::{Error, Result};
-use crate::state;
 
 /// Publishes every held version whose planned swap is due; failures are
 /// recorded and tried again next round.
@@ -99,8 +99,9 @@ async fn publish(
     cancel: &CancellationToken,
 ) -> Result<()> {
     let configured = config.target(target)?;
-    if crate::job::verifies(config, Some(configured), verify) {
-        let verified = crate::verify::verify_version(config, dest, target, version, cancel).await?;
+    if crate::control::job::verifies(config, Some(configured), verify) {
+        let verified =
+            crate::control::verify::verify_version(config, dest, target, version, cancel).await?;
         state::record_event(
             &*dest,
             target,
@@ -123,5 +124,5 @@ async fn publish(
             ));
         }
     }
-    crate::job::swap(config, dest, target, version, false, cancel).await
+    crate::control::job::swap(config, dest, target, version, false, cancel).await
 }

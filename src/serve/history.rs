@@ -18,7 +18,7 @@ use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
 use super::Shared;
-use crate::status::Report;
+use crate::control::status::Report;
 
 /// How often a point is taken.
 pub(crate) const SAMPLE: Duration = Duration::from_secs(5);
@@ -128,7 +128,7 @@ pub(super) async fn sample(
     cancel: CancellationToken,
 ) {
     loop {
-        match crate::status::report(&shared.config()).await {
+        match crate::control::status::report(&shared.config()).await {
             Ok(report) => {
                 let now = std::time::SystemTime::now()
                     .duration_since(std::time::UNIX_EPOCH)

@@ -32,9 +32,9 @@ use axum::{Json, Router};
 use tokio_util::sync::CancellationToken;
 
 use super::Shared;
+use crate::control::state::requests;
 use crate::db::{self, Role};
 use crate::error::Error;
-use crate::state::requests;
 
 const PAGE: &str = include_str!("page.html");
 
@@ -168,7 +168,7 @@ async fn ready(State(shared): State<Arc<Shared>>) -> Response {
     causes.extend(shared.failing_parts());
     let config = shared.config();
     let read = async {
-        let report = crate::status::report(&config).await?;
+        let report = crate::control::status::report(&config).await?;
         let dest = db::connect(&config.destination, Role::Destination).await?;
         let failing = failing_targets(&dest).await?;
         Ok::<_, Error>(report.not_ready.into_iter().chain(failing))
@@ -220,7 +220,7 @@ async fn failing_targets(dest: &tokio_postgres::Client) -> crate::error::Result<
 }
 
 async fn status(State(shared): State<Arc<Shared>>) -> Response {
-    match crate::status::report(&shared.config()).await {
+    match crate::control::status::report(&shared.config()).await {
         Ok(report) => Json(report).into_response(),
         Err(e) => failure(&e),
     }
@@ -244,7 +244,7 @@ async fn history(State(shared): State<Arc<Shared>>) -> Response {
 async fn metrics(State(shared): State<Arc<Shared>>) -> Response {
     let config = shared.config();
     let rendered = async {
-        let report = crate::status::report(&config).await?;
+        let report = crate::control::status::report(&config).await?;
         let dest = db::connect(&config.destination, Role::Destination).await?;
         let leader = shared.health.lock().map(|h| h.leader).unwrap_or(false);
         super::metrics::render(&report, &dest, leader).await

@@ -8,12 +8,12 @@ use tokio_postgres::Client;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{Config, Target};
+use crate::control::job::{self, BackfillOptions};
+use crate::control::state::requests::{self, Ending, Request};
+use crate::control::state::VersionState;
 use crate::db::{self, Role};
 use crate::error::{Error, Result};
-use crate::job::{self, BackfillOptions};
 use crate::retry::{self, Backoff};
-use crate::state::requests::{self, Ending, Request};
-use crate::state::VersionState;
 
 /// How often a running job looks whether its target was paused.
 const PAUSE_CHECK: Duration = Duration::from_millis(250);

@@ -12,12 +12,12 @@ use tokio_postgres::Client;
 
 use super::schedule::{self, Clock, Decision};
 use crate::config::{Config, Target};
+use crate::control::job;
+use crate::control::state::requests;
+use crate::control::state::{self, VersionState};
 use crate::db::{self, Role};
 use crate::error::{Error, Result};
-use crate::job;
-use crate::plan::Definition;
-use crate::state::requests;
-use crate::state::{self, VersionState};
+use crate::pipeline::version_sql::Definition;
 
 /// Takes or renews the lead for `worker`; true when it holds it.
 pub async fn hold(dest: &Client, worker: &str, lease: Duration) -> Result<bool> {

@@ -9,8 +9,8 @@ use tokio_postgres::{AsyncMessage, NoTls};
 use tokio_util::sync::CancellationToken;
 
 use super::Shared;
+use crate::control::state::requests::CHANNEL;
 use crate::db;
-use crate::state::requests::CHANNEL;
 
 /// Listens until `cancel`, reconnecting after a lost connection.
 pub(super) async fn run(shared: Arc<Shared>, cancel: CancellationToken) {

@@ -7,8 +7,8 @@ use std::fmt::Write;
 
 use tokio_postgres::Client;
 
+use crate::control::status::Report;
 use crate::error::{Error, Result};
-use crate::status::Report;
 
 /// One metric family being written.
 struct Family<'a> {

@@ -3,7 +3,7 @@
 //! One process (or several, on the same state database) runs the whole
 //! configuration:
 //!
-//! - every built version follows the live stream ([`crate::job::sync`]);
+//! - every built version follows the live stream ([`crate::control::job::sync`]);
 //!   each version is followed by the one process holding its lock;
 //! - the archiver streams WAL into `[archive]` (in the one process
 //!   holding its lock), unless `[serve] archiver = false`;
@@ -42,9 +42,9 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::config::{self, Config};
+use crate::control::state;
 use crate::db::{self, Role};
 use crate::error::{Error, Result};
-use crate::state;
 
 /// Backfills one process runs at the same time.
 const JOBS_PER_PROCESS: usize = 2;

@@ -13,10 +13,10 @@ use walfill_replay::archive::Layout;
 
 use crate::archiver::{self, ArchiveOptions};
 use crate::config::{ArchiverSetting, Config};
+use crate::control::job::{self, SyncOptions};
+use crate::control::state::lock;
 use crate::db::{self, Role};
 use crate::error::Error;
-use crate::job::{self, SyncOptions};
-use crate::state::lock;
 
 /// Longest pause before a failed part is started again.
 const MAX_RESTART_WAIT: Duration = Duration::from_secs(60);

@@ -28,9 +28,9 @@ use std::time::{Duration, Instant};
 use tokio_postgres::Client;
 
 use crate::config::Config;
+use crate::control::state::{self, Phase, VersionState};
 use crate::db::{self, Role};
 use crate::error::{Error, Result};
-use crate::state::{self, Phase, VersionState};
 
 /// Slots seen unowned, by name, and when first.
 pub(crate) type Orphans = Arc<Mutex<HashMap<String, Instant>>>;
@@ -157,7 +157,7 @@ async fn retire_old(config: &Config, dest: &Client) {
                 }
             };
         for version in old {
-            match crate::retire::retire_version(config, &target.name, &version).await {
+            match crate::control::retire::retire_version(config, &target.name, &version).await {
                 Ok(done) => tracing::info!(target = %target.name, %version, "{done}"),
                 Err(e) => tracing::warn!(
                     target = %target.name,
@@ -185,7 +185,7 @@ async fn finish_retirements(config: &Config, dest: &Client, slots: &[Slot]) -> R
         .map_err(|e| Error::destination("looking for retirements cut short", e))?;
     for row in rows {
         let (target, version): (String, String) = (row.get(0), row.get(1));
-        match crate::retire::retire_version(config, &target, &version).await {
+        match crate::control::retire::retire_version(config, &target, &version).await {
             Ok(done) => {
                 tracing::info!(%target, %version, "a retirement cut short is finished: {done}")
             }
@@ -260,7 +260,7 @@ async fn reap(
             Ok(1) => {
                 tracing::warn!(
                     slot = %name,
-                    retained = %crate::status::human_bytes(retained),
+                    retained = %crate::control::status::human_bytes(retained),
                     "dropped a replication slot no version owns"
                 );
                 if let Ok(mut seen) = orphans.lock() {
@@ -310,10 +310,13 @@ async fn retire_cancelled(config: &Config, dest: &Client) -> Result<()> {
     for row in rows {
         let (target, version): (String, String) = (row.get(0), row.get(1));
         let lock = format!("version:{target}:{version}");
-        if crate::state::lock::holder_of(dest, &lock).await?.is_some() {
+        if crate::control::state::lock::holder_of(dest, &lock)
+            .await?
+            .is_some()
+        {
             continue;
         }
-        match crate::retire::retire_version(config, &target, &version).await {
+        match crate::control::retire::retire_version(config, &target, &version).await {
             Ok(done) => tracing::info!(%target, %version, "its request was cancelled: {done}"),
             Err(e) => tracing::warn!(
                 %target,

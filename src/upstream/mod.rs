@@ -5,6 +5,8 @@
 //! jobs and the commands above all ask through these functions, and
 //! nothing here calls back up.
 
+pub mod catalog;
+pub mod journal;
 pub mod publication;
 pub mod slots;
 pub mod wal;

@@ -217,7 +217,7 @@ fn chunk_visibility_widens_stream_xids_across_an_epoch() {
             .await
             .unwrap();
         tokio::spawn(connection);
-        walfill::state::install(&dest).await.unwrap();
+        walfill::control::state::install(&dest).await.unwrap();
     });
     let epoch = 1i64 << 32;
     // (xmin, xmax, running) of three snapshots: in epoch 0, in epoch 5,

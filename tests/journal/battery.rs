@@ -274,7 +274,7 @@ fn a_failing_journal_only_warns() {
     let messages = slot.messages();
     let errors: Vec<&Message> = messages
         .iter()
-        .filter(|m| m.prefix == walfill::journal::ERROR_PREFIX)
+        .filter(|m| m.prefix == walfill::upstream::journal::ERROR_PREFIX)
         .collect();
     assert!(errors.len() > 20, "only {} error messages", errors.len());
     for m in &errors {
@@ -295,7 +295,7 @@ fn a_failing_journal_only_warns() {
     // Only drops (which need no description) still get through.
     for m in messages
         .iter()
-        .filter(|m| m.prefix == walfill::journal::PREFIX)
+        .filter(|m| m.prefix == walfill::upstream::journal::PREFIX)
     {
         assert_eq!(m.content["relations"], serde_json::json!([]), "{}", m.raw);
     }

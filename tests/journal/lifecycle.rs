@@ -2,7 +2,7 @@
 
 use serde_json::json;
 use walfill::error::Error;
-use walfill::journal;
+use walfill::upstream::journal;
 
 use super::{check, install, relid, relids, try_install, try_uninstall, with_client, Role, Slot};
 use crate::support::TestDb;
@@ -120,7 +120,7 @@ fn install_removes_an_earlier_versions_truncate_triggers() {
 #[test]
 fn state_tables_are_left_alone() {
     let db = TestDb::new("journal_state");
-    with_client(&db.url(), |c| Box::pin(walfill::state::install(c)))
+    with_client(&db.url(), |c| Box::pin(walfill::control::state::install(c)))
         .expect("installing the state schema");
     db.exec("CREATE TABLE src (id int PRIMARY KEY)");
     let slot = Slot::create(&db);

@@ -3,7 +3,7 @@
 //! files it has not recorded, and the journal records the install as the
 //! anchor `decode` reads it from.
 
-use walfill::journal;
+use walfill::upstream::journal;
 
 use super::{install, relid, relids, with_client, Role, Slot};
 use crate::support::TestDb;

@@ -82,7 +82,7 @@ fn a_version_change_and_sighup_build_and_swap_the_new_version() {
     let mut service = Service::start(
         &walfill,
         false,
-        &[("RUST_LOG", "info,walfill::apply=debug")],
+        &[("RUST_LOG", "info,walfill::pipeline::apply=debug")],
     );
     let writer = Writer::start(&db, 5_000, 1_000_000, 12);
     std::thread::sleep(Duration::from_secs(2));

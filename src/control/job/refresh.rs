@@ -1,0 +1,299 @@
+//! A scoped refresh (`walfill request TARGET --where SQL`): the source rows
+//! matching a condition copied again into the active version, in place,
+//! while its live stream goes on writing it.
+//!
+//! The rows are read in keyset chunks under the exported snapshot of a
+//! temporary slot, whose visibility is exactly "committed before its
+//! consistent point C" (the snapshot builder makes it from the WAL). So
+//! every copied row is versioned `(C, 0)` and stored by the usual rule: a
+//! stream change committed before C is already in the row and loses to it,
+//! one committed after C wins. Then every live key the source no longer
+//! has (under the same snapshot) becomes a tombstone at `(C, 0)`.
+//!
+//! Each chunk is stored against the version's TRUNCATE watermark as it is
+//! when the chunk is stored (a TRUNCATE the stream applied since the refresh
+//! began removes the chunk's older rows). One race is left to close: a
+//! TRUNCATE applied by the stream between a chunk's reading of the
+//! watermark and its commit would miss the chunk's new keys. So once every
+//! chunk is stored, the refresh waits for the stream to pass a position
+//! after its last commit, and deletes again what is older than the
+//! watermark then.
+
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures_util::{SinkExt, StreamExt};
+use tokio_postgres::Client;
+use tokio_util::sync::CancellationToken;
+use walfill_core::{Lsn, Version};
+use walfill_snapshot::Boundary;
+
+use crate::config::Config;
+use crate::control::state::{self, VersionState};
+use crate::db::{self, Role};
+use crate::error::{Error, Result};
+use crate::pipeline::apply::{Cursor, HistorySource, Store};
+use crate::pipeline::source::copy::{CopySource, Pace, Snapshot};
+use crate::pipeline::version_sql::Plan;
+use crate::progress::Progress;
+
+/// How long the refresh waits for the version's stream at its end.
+const STREAM_WAIT: Duration = Duration::from_secs(300);
+
+/// What a scoped refresh did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Refreshed {
+    /// The version refreshed.
+    pub version: String,
+    /// The snapshot's consistent point: the version of every row written.
+    pub snapshot_lsn: Lsn,
+    /// Source rows copied (those matching the scope).
+    pub rows: i64,
+    /// Keys the source no longer has, made tombstones.
+    pub tombstoned: u64,
+}
+
+/// Copies the rows of `target`'s source matching `scope` into its active
+/// version again, and tombstones the version's keys the source lost.
+pub async fn refresh(
+    config: &Config,
+    target: &str,
+    scope: &str,
+    cancel: &CancellationToken,
+) -> Result<Refreshed> {
+    let mut dest = db::connect(&config.destination, Role::Destination).await?;
+    state::require(&dest).await?;
+    let version = state::version_or_active(&dest, target, None)
+        .await
+        .map_err(|_| {
+            Error::Request(format!(
+                "target {target} has no published version to refresh; request a backfill \
+                 without --where to build one"
+            ))
+        })?;
+    let v = VersionState::load_existing(&dest, target, &version).await?;
+    let plan = v.plan(&dest).await?;
+    let source = db::connect(&config.source, Role::Source).await?;
+    let source_table = plan.source.quoted();
+    check_scope(&source, &source_table, scope).await?;
+
+    let slot = format!(
+        "{}_f{}",
+        &v.slot_name[..v.slot_name.len().min(50)],
+        std::process::id()
+    );
+    tracing::info!(target, %version, scope, "refreshing; creating a temporary slot for a snapshot");
+    let boundary = Boundary::create(&db::replication_url(&config.source), &slot, true)?;
+    let at = boundary.lsn;
+    let session = db::connect(&config.source, Role::Source).await?;
+    let format = crate::pipeline::source::copy_format(
+        config.backfill.copy_format,
+        &source,
+        &dest,
+        &plan,
+        false,
+    )
+    .await?;
+    let mut copy = CopySource::open(
+        session,
+        &source,
+        &plan,
+        Snapshot {
+            projection: None,
+            name: boundary.snapshot.clone(),
+            lsn: at,
+            scope: Some(scope.to_string()),
+            with_hidden: false,
+            format,
+        },
+        None,
+        Pace {
+            chunk_rows: config.backfill.chunk_rows,
+            max_rows_per_second: config.backfill.max_rows_per_second,
+        },
+        Progress::new(format!("refresh {}", v.label()), None, 0),
+        None,
+        cancel.clone(),
+    )
+    .await?;
+    let store =
+        Store::shared(plan.clone()).with_dead_letter_limit(config.backfill.max_dead_letter_percent);
+    let mut rows = 0;
+    {
+        let mut throttled = super::throttle::Throttled::new(
+            &mut copy,
+            config,
+            target,
+            &version,
+            &v.slot_name,
+            cancel,
+        );
+        while let Some(mut batch) = throttled.next().await? {
+            let tx = dest
+                .transaction()
+                .await
+                .map_err(|e| Error::destination("starting a refresh chunk", e))?;
+            // The TRUNCATE watermark as the stream has it now: a TRUNCATE
+            // applied since the refresh began removes this chunk's older rows
+            // at once, not only at `settle_truncate` (which still closes the
+            // window of the chunk's own transaction).
+            let truncated = VersionState::load(&tx, target, &version)
+                .await?
+                .and_then(|now| now.truncated)
+                .max(v.truncated);
+            let stored = store.store(&tx, &mut batch, truncated).await?;
+            tx.commit()
+                .await
+                .map_err(|e| Error::destination("committing a refresh chunk", e))?;
+            if let (Some(cursor), Some(read)) = (batch.cursor.as_mut(), &stored.chunk) {
+                cursor.end_chunk(read);
+            }
+            if let Some(cursor) = &batch.cursor {
+                if let Cursor::Copied { rows: n, .. } = cursor {
+                    rows += n;
+                }
+                throttled.stored(cursor).await?;
+            }
+        }
+    }
+    copy.finish().await?;
+    let tombstoned = tombstone_absent(&source, &mut dest, &plan, &boundary, at).await?;
+    drop(boundary);
+    settle_truncate(&source, &dest, &plan, at, cancel).await?;
+    let refreshed = Refreshed {
+        version,
+        snapshot_lsn: at,
+        rows,
+        tombstoned,
+    };
+    state::record_event(
+        &dest,
+        target,
+        Some(&refreshed.version),
+        "refreshed",
+        serde_json::json!({
+            "where": scope,
+            "snapshot_lsn": at.to_string(),
+            "rows": rows,
+            "tombstoned": tombstoned,
+        }),
+    )
+    .await?;
+    tracing::info!(target, version = %refreshed.version, rows, tombstoned, "refreshed");
+    Ok(refreshed)
+}
+
+/// Refuses a scope the source cannot run, with PostgreSQL's reason.
+async fn check_scope(source: &Client, source_table: &str, scope: &str) -> Result<()> {
+    if scope.trim().is_empty() {
+        return Err(Error::Request("the --where condition is empty".into()));
+    }
+    source
+        .prepare(&format!("SELECT FROM {source_table} WHERE ({scope})"))
+        .await
+        .map(|_| ())
+        .map_err(|e| {
+            let reason = e
+                .as_db_error()
+                .map(|d| d.message().to_string())
+                .unwrap_or_else(|| e.to_string());
+            Error::Request(format!(
+                "the --where condition does not work on {source_table}: {reason}; it is one \
+                 condition over the source table's columns, as in `WHERE id < 1000`"
+            ))
+        })
+}
+
+/// Loads the source's keys as of the snapshot into the destination and
+/// turns the version's live keys that are not among them into tombstones.
+async fn tombstone_absent(
+    source: &Client,
+    dest: &mut Client,
+    plan: &Plan,
+    boundary: &Boundary,
+    at: Lsn,
+) -> Result<u64> {
+    let read = |e| Error::source_query("reading the source's keys for the refresh", e);
+    source
+        .batch_execute(&format!(
+            "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; SET TRANSACTION SNAPSHOT {}",
+            walfill_core::sql::quote_literal(&boundary.snapshot)
+        ))
+        .await
+        .map_err(read)?;
+    let result = async {
+        let into = |e| Error::destination("loading the source's keys for the refresh", e);
+        let tx = dest.transaction().await.map_err(into)?;
+        tx.batch_execute(&plan.source_keys_ddl())
+            .await
+            .map_err(into)?;
+        let keys = source
+            .copy_out(&plan.source_keys_copy_out(&plan.source.quoted()))
+            .await
+            .map_err(read)?;
+        let sink = tx
+            .copy_in::<_, Bytes>(&plan.source_keys_copy_in())
+            .await
+            .map_err(into)?;
+        futures_util::pin_mut!(keys, sink);
+        while let Some(piece) = keys.next().await {
+            sink.send(piece.map_err(read)?).await.map_err(into)?;
+        }
+        sink.as_mut().finish().await.map_err(into)?;
+        let tombstoned = tx
+            .execute(&plan.tombstone_absent_sql(at), &[])
+            .await
+            .map_err(|e| Error::destination("tombstoning keys the source lost", e))?;
+        tx.commit().await.map_err(into)?;
+        Ok(tombstoned)
+    }
+    .await;
+    let _ = source.batch_execute("COMMIT").await;
+    result
+}
+
+/// Waits for the stream to pass a position after every write of the
+/// refresh, then deletes what the version's TRUNCATE watermark says is gone
+/// (rows a TRUNCATE applied meanwhile could not see).
+async fn settle_truncate(
+    source: &Client,
+    dest: &Client,
+    plan: &Plan,
+    at: Lsn,
+    cancel: &CancellationToken,
+) -> Result<()> {
+    let text: String = source
+        .query_one(
+            "SELECT pg_logical_emit_message(true, 'walfill.refresh', '')::text",
+            &[],
+        )
+        .await
+        .map_err(|e| Error::source_query("marking the end of the refresh", e))?
+        .get(0);
+    let mark: Lsn = text
+        .parse()
+        .map_err(|_| Error::Internal(format!("the source's WAL position {text} does not parse")))?;
+    let (target, version) = (&plan.def.target, &plan.def.version);
+    VersionState::wait_applied(
+        dest,
+        target,
+        version,
+        mark,
+        STREAM_WAIT,
+        "the refresh",
+        cancel,
+    )
+    .await?;
+    let truncated = VersionState::load(dest, target, version)
+        .await?
+        .and_then(|v| v.truncated);
+    if let Some(t) = truncated.filter(|t| *t > Version::snapshot(at)) {
+        dest.execute(
+            plan.truncate_sql().as_str(),
+            &[&t.commit_lsn.to_string(), &(t.seq as i32), &None::<i64>],
+        )
+        .await
+        .map_err(|e| Error::destination("applying a TRUNCATE the refresh raced with", e))?;
+    }
+    Ok(())
+}
