@@ -12,12 +12,13 @@
 mod cost;
 mod creation;
 mod identity;
+mod replay;
 mod scan;
 
 pub use cost::{Estimates, Rates};
 
-use creation::creation_start;
 pub use identity::source_identity;
+use replay::decide_replay;
 pub use scan::{scan_journal, Scan};
 
 use std::time::Duration;
@@ -27,13 +28,12 @@ use tokio_postgres::Client;
 use tokio_util::sync::CancellationToken;
 use walfill_core::Lsn;
 use walfill_replay::archive::{Archive, ArchiveError, ReadOptions};
-use walfill_replay::decode::{changed_without_rows, is_supported};
-use walfill_replay::{SegmentNo, TimelineId};
+use walfill_replay::TimelineId;
 
 use crate::config::{ArchiveFound, Config};
 use crate::control::state::Path;
 use crate::error::{Error, Result};
-use crate::pipeline::base::{find_bases, Manifest};
+use crate::pipeline::base::Manifest;
 use crate::pipeline::version_sql::Plan;
 
 /// The `--path` a backfill is asked to take.
@@ -311,297 +311,6 @@ pub async fn base_warnings(config: &Config, relid: u32, target: &str) -> Result<
         }
     }
     Ok(out)
-}
-
-async fn decide_replay(config: &Config, source: &Client, plan: &Plan) -> Result<Decision> {
-    let rows = plan.source.estimated_rows.max(0);
-    let row = source
-        .query_one(
-            "SELECT d.oid, pg_current_wal_lsn(),
-                    EXISTS (SELECT 1 FROM pg_event_trigger WHERE evtname LIKE 'walfill%')
-               FROM pg_database d WHERE d.datname = current_database()",
-            &[],
-        )
-        .await
-        .map_err(|e| Error::source_query("reading the source's position", e))?;
-    let database: u32 = row.get(0);
-    let source_lsn: Lsn = row.get(1);
-    let journal: bool = row.get(2);
-    let Some(url) = &config.archive else {
-        return Ok(Decision::snapshot(
-            "no archive is configured ([archive] url), so there is no history to replay",
-            rows,
-            source_lsn,
-        ));
-    };
-    if !journal {
-        return Ok(Decision::snapshot(
-            "the catalog journal is not installed in the source: run `walfill setup`",
-            rows,
-            source_lsn,
-        ));
-    }
-    let archive = config.open_archive(url)?;
-    let identity = source_identity(config).await?;
-    let bases = config.open_bases().and_then(|b| b.ok());
-    let summaries = crate::pipeline::base::summary_store(&archive, bases.as_ref()).await;
-    let list = match archive.segments(None).await {
-        Ok(list) => list,
-        Err(ArchiveError::NoSegments { .. }) => {
-            return Ok(
-                Decision::snapshot("the archive holds no WAL", rows, source_lsn).until_archived(),
-            )
-        }
-        Err(e) => return Err(e.into()),
-    };
-    // The segments recovery towards the source's timeline would read
-    // (several timelines' when it went through a switch).
-    let followed = archive.follow(&list, TimelineId(identity.timeline)).await?;
-    let timelines = list.timelines();
-    let list = match followed {
-        Some(followed) => followed,
-        None if timelines.len() > 1 => {
-            return Ok(Decision::snapshot(
-                format!(
-                    "the archive holds WAL of several timelines ({}) but no history file of the \
-                     source's timeline {}, which says which one to replay where",
-                    timelines
-                        .iter()
-                        .map(|t| t.to_string())
-                        .collect::<Vec<_>>()
-                        .join(", "),
-                    identity.timeline
-                ),
-                rows,
-                source_lsn,
-            ))
-        }
-        None => list,
-    };
-    if list.segments.is_empty() {
-        return Ok(Decision::snapshot(
-            format!(
-                "the archive holds no WAL of the source's timeline {} or the timelines before \
-                 it (only of timelines {})",
-                identity.timeline,
-                timelines
-                    .iter()
-                    .map(|t| t.to_string())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-            rows,
-            source_lsn,
-        ));
-    }
-    let size = u64::from(list.segment_size);
-    // The contiguous run of segments that ends with the newest one.
-    let mut segments: Vec<_> = list.segments.iter().map(|s| s.name).collect();
-    segments.sort();
-    let mut first = segments.len() - 1;
-    while first > 0 && segments[first - 1].segno.next() == segments[first].segno {
-        first -= 1;
-    }
-    let covered_from = segments[first].segno.start_lsn(size);
-    let gap = (first > 0).then(|| {
-        let missing = segments[first - 1].segno.next();
-        let name = walfill_replay::SegmentName {
-            timeline: segments[first].timeline,
-            segno: missing,
-        };
-        (name.file_name(size), missing.start_lsn(size))
-    });
-
-    let relid = plan.source.oid;
-    let oldest_xid = oldest_catalog_xid(source, relid).await?;
-    let bases = match config.open_bases() {
-        Some(store) => find_bases(&store?, database, relid).await?,
-        None => Vec::new(),
-    };
-    let base = bases.into_iter().find(|m| m.restart_lsn >= covered_from);
-    // With a base, only what follows it matters (a later creation of the
-    // same OID included). Without one, the scan starts before the table's
-    // creation (see `creation`).
-    let newest = segments[segments.len() - 1].segno;
-    let scan = match &base {
-        // The base is newer than the archived WAL: nothing to scan yet.
-        Some(b) if SegmentNo::containing(b.restart_lsn, size) > newest => {
-            Scan::nothing(database, Some(&b.relation), b.restart_lsn)
-        }
-        Some(b) => {
-            scan_journal(
-                (&archive, summaries.as_ref()),
-                database,
-                &identity,
-                Some(&b.relation),
-                b.restart_lsn,
-                None,
-            )
-            .await?
-        }
-        None => {
-            let archived = creation::Archived {
-                archive: &archive,
-                summaries: summaries.as_ref(),
-                database,
-                identity: &identity,
-                segments: &segments,
-                first,
-                size,
-            };
-            creation::scan_from_creation(&archived, source, relid, oldest_xid).await?
-        }
-    };
-    let creation = creation_start(&scan, relid);
-    let base = base.map(|m| ReplayStart::Snapshot {
-        manifest: Box::new(m),
-    });
-    let start = match (creation, base) {
-        (Some(c), Some(b)) => Some(if b.restart() > c.restart() { b } else { c }),
-        (c, b) => c.or(b),
-    };
-    let Some(start) = start else {
-        // Whether a snapshot backfill will leave a base here: only into an
-        // archive of walfill's own layout, with base snapshots on.
-        let writes_bases = match archive.layout().await {
-            _ if !config.archive_settings.base_snapshots => {
-                "[archive] base_snapshots = false, so no snapshot backfill writes one".to_string()
-            }
-            _ if config.archive_settings.bases_url.is_some() => {
-                "the first snapshot backfill writes one into [archive] bases_url".to_string()
-            }
-            Ok(walfill_replay::archive::Layout::Walfill) => {
-                "the first snapshot backfill writes one".to_string()
-            }
-            Ok(layout) => format!(
-                "walfill writes nothing into an archive of the {layout} layout, so a table older \
-                 than this archive can never replay here; set [archive] bases_url to a location \
-                 beside it, and the first snapshot backfill keeps a base there"
-            ),
-            Err(_) => "the archive's layout could not be told".to_string(),
-        };
-        let mut reason = format!(
-            "no base to replay {} from: the archive does not cover its creation and holds no \
-             base snapshot of it ({writes_bases})",
-            plan.source
-        );
-        if let Some((file, lsn)) = gap {
-            reason.push_str(&format!(
-                "; the archive is contiguous only from {covered_from}: segment {file} (WAL from \
-                 {lsn}) is missing"
-            ));
-        }
-        return Ok(Decision::snapshot(reason, rows, source_lsn).until_archived());
-    };
-    if let Some(lost) = plan.blocking_loss(&scan.lost, start.from()) {
-        return Ok(Decision::snapshot(
-            format!(
-                "{} cannot be followed through the archive from {}: {}",
-                plan.source, lost.lsn, lost.reason
-            ),
-            rows,
-            source_lsn,
-        ));
-    }
-    // The table as the archive last describes it.
-    let relation = scan
-        .catalog
-        .by_oid(relid)
-        .map(|r| r.spec.clone())
-        .or_else(|| match &start {
-            ReplayStart::Snapshot { manifest } => Some(manifest.relation.clone()),
-            ReplayStart::Creation { .. } => None,
-        });
-    let Some(relation) = relation else {
-        return Ok(Decision::snapshot(
-            format!("the catalog journal has no schema for {}", plan.source),
-            rows,
-            source_lsn,
-        ));
-    };
-    // WAL not archived yet may hold a schema change that rewrote values the
-    // replay would need: compare the archive's last description with the
-    // catalog's current one.
-    if let Some(now) = crate::upstream::catalog::describe(source, relid).await? {
-        let changed: Vec<_> = changed_without_rows(&relation, &now)
-            .into_iter()
-            .filter(|(attnum, _, _)| plan.reads_attnum(*attnum))
-            .collect();
-        if let Some((_, column, why)) = changed.first() {
-            return Ok(Decision::snapshot(
-                format!(
-                    "{}: column {column} {why} in WAL the archive does not hold yet (it ends at \
-                     {}), so its values were never written as row changes",
-                    plan.source, scan.end
-                ),
-                rows,
-                source_lsn,
-            )
-            .until_archived());
-        }
-        if now.file != relation.file {
-            return Ok(Decision::snapshot(
-                format!(
-                    "{} was rewritten (VACUUM FULL, CLUSTER or a schema change) in WAL the \
-                     archive does not hold yet (it ends at {})",
-                    plan.source, scan.end
-                ),
-                rows,
-                source_lsn,
-            )
-            .until_archived());
-        }
-    }
-    for ((attr, ty), type_name) in relation
-        .attrs
-        .attrs
-        .iter()
-        .zip(&relation.types)
-        .zip(&relation.type_names)
-    {
-        let read = plan.reads_attnum(attr.attnum);
-        if !attr.dropped && read && !ty.as_ref().is_some_and(is_supported) {
-            return Ok(Decision::snapshot(
-                format!(
-                    "column {}.{} has type {type_name}, which walfill cannot decode from WAL",
-                    plan.source, attr.name
-                ),
-                rows,
-                source_lsn,
-            ));
-        }
-    }
-    let wal_bytes = source_lsn.checked_sub(start.restart()).unwrap_or(0);
-    let summarized_bytes = summarized_wal(
-        (&archive, summaries.as_ref()),
-        start.restart(),
-        database,
-        TimelineId(identity.timeline),
-    )
-    .await;
-    let estimated = match &start {
-        ReplayStart::Snapshot { manifest } => manifest.rows as i64,
-        ReplayStart::Creation { .. } => rows,
-    };
-    Ok(Decision {
-        path: Path::Replay,
-        reason: format!(
-            "the archive covers {} from {} to now",
-            plan.source,
-            start.describe()
-        ),
-        start: Some(start),
-        wal_bytes,
-        summarized_bytes,
-        estimated_rows: estimated.max(rows),
-        estimated_from_size: false,
-        source_lsn,
-        archive: None,
-        wait_may_help: false,
-        earlier_meaning: Vec::new(),
-        warnings: Vec::new(),
-        estimates: None,
-    })
 }
 
 /// Bytes of the archived WAL from `restart` on that a replay of a table of
