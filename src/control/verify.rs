@@ -110,6 +110,27 @@ pub async fn verify(
     ))
 }
 
+/// What a verify compares: the version's plan, the same plan under the
+/// source table's names now, and a session on the source.
+struct Subject {
+    plan: Plan,
+    current: Plan,
+    /// The columns the copy reads, as `as_named_now` gives them.
+    copied: String,
+    source: Client,
+    /// The source table, quoted.
+    source_table: String,
+}
+
+/// One range, read and compared (up to [`READS`] times when it differs).
+struct Verdict {
+    /// The range's last key.
+    last: Vec<String>,
+    rows: u64,
+    failing: Vec<Vec<String>>,
+    difference: Option<String>,
+}
+
 /// Compares every range of `version`; the differences are in the result.
 pub async fn verify_version(
     config: &Config,
@@ -118,6 +139,70 @@ pub async fn verify_version(
     version: &str,
     cancel: &CancellationToken,
 ) -> Result<Verified> {
+    let subject = subject(config, dest, target, version).await?;
+    let (end, start) = key_space(&subject).await?;
+    dest.batch_execute(&subject.plan.verify_failing_function_sql())
+        .await
+        .map_err(|e| Error::destination("preparing the comparison", e))?;
+    let chunk = config.backfill.chunk_rows;
+    let mut found = Verified::default();
+    let mut after: Option<Vec<String>> = None;
+    let started = Instant::now();
+    while let Some(end) = &end {
+        if cancel.is_cancelled() {
+            return Err(Error::Interrupted);
+        }
+        let range = (after.as_deref(), end.as_slice());
+        let Some(verdict) = verify_range(&subject, dest, range, chunk, cancel).await? else {
+            break;
+        };
+        found.ranges += 1;
+        found.rows += verdict.rows;
+        found.failing.extend(verdict.failing);
+        if let Some(d) = verdict.difference {
+            tracing::error!(difference = %d, "a range differs");
+            found.differences.push(d);
+        }
+        after = Some(verdict.last);
+        if let Some(cap) = config.backfill.max_rows_per_second {
+            let wanted = Duration::from_secs_f64(found.rows as f64 / f64::from(cap));
+            if let Some(rest) = wanted.checked_sub(started.elapsed()) {
+                tokio::time::sleep(rest).await;
+            }
+        }
+    }
+    let plan = &subject.plan;
+    let strays = strays(
+        &subject.source,
+        dest,
+        (plan, &subject.current),
+        &subject.source_table,
+        start,
+        chunk,
+        cancel,
+    )
+    .await?;
+    if !strays.is_empty() {
+        let shown: Vec<String> = strays.iter().take(10).map(|k| k.join(",")).collect();
+        found.differences.push(format!(
+            "the version holds {} live row(s) whose keys the source does not have (keys {}{}); \
+             fix: {}",
+            strays.len(),
+            shown.join("; "),
+            if strays.len() > shown.len() {
+                "; ..."
+            } else {
+                ""
+            },
+            refresh_command(&plan.def.target, &keys_scope(&plan.key, &strays))
+        ));
+    }
+    found.unrecorded = unrecorded(dest, plan, &found.failing).await?;
+    Ok(found)
+}
+
+/// The version (which must be built), its plan, and its source table.
+async fn subject(config: &Config, dest: &Client, target: &str, version: &str) -> Result<Subject> {
     let v = VersionState::load_existing(dest, target, version).await?;
     if !v.phase.is_live() {
         return Err(Error::Request(format!(
@@ -146,28 +231,32 @@ pub async fn verify_version(
             ))
         })?;
     let (current, copied) = as_named_now(&source, &plan, relid).await?;
-    let chunk = config.backfill.chunk_rows;
-    // The key space as it is now: keys added while verify runs (an
-    // increasing key under inserts) would keep it going for ever. Read
-    // with the WAL position in the same snapshot: a key the version holds
-    // from before it must be one the source has.
-    let text_keys = current
-        .key
-        .iter()
-        .map(|k| format!("{}::text", walfill_core::sql::quote_ident(k)))
-        .collect::<Vec<_>>()
-        .join(", ");
-    let (end, start): (Option<Vec<String>>, String) = source
+    Ok(Subject {
+        plan,
+        current,
+        copied,
+        source,
+        source_table,
+    })
+}
+
+/// The source's last key now (`None`: the table is empty), with the WAL
+/// position in the same snapshot. Keys added while verify runs (an
+/// increasing key under inserts) would keep it going for ever; a key the
+/// version holds from before that position must be one the source has.
+async fn key_space(subject: &Subject) -> Result<(Option<Vec<String>>, Lsn)> {
+    let key = &subject.current.key;
+    let quoted = || key.iter().map(|k| walfill_core::sql::quote_ident(k));
+    let text_keys = quoted().map(|k| format!("{k}::text")).collect::<Vec<_>>();
+    let descending = quoted().collect::<Vec<_>>().join(" DESC, ");
+    let (end, start): (Option<Vec<String>>, String) = subject
+        .source
         .query_one(
             &format!(
-                "SELECT (SELECT ARRAY[{text_keys}] FROM {source_table} ORDER BY {} DESC LIMIT 1),
+                "SELECT (SELECT ARRAY[{}] FROM {} ORDER BY {descending} DESC LIMIT 1),
                         pg_current_wal_insert_lsn()::text",
-                current
-                    .key
-                    .iter()
-                    .map(|k| walfill_core::sql::quote_ident(k))
-                    .collect::<Vec<_>>()
-                    .join(" DESC, ")
+                text_keys.join(", "),
+                subject.source_table,
             ),
             &[],
         )
@@ -177,121 +266,91 @@ pub async fn verify_version(
     let start: Lsn = start.parse().map_err(|_| {
         Error::Internal(format!("the source's WAL position {start} does not parse"))
     })?;
-    dest.batch_execute(&plan.verify_failing_function_sql())
-        .await
-        .map_err(|e| Error::destination("preparing the comparison", e))?;
-    let mut found = Verified::default();
-    let mut after: Option<Vec<String>> = None;
-    let started = Instant::now();
-    while let Some(end) = &end {
-        if cancel.is_cancelled() {
-            return Err(Error::Interrupted);
-        }
-        let mut verdict = None;
-        for read in 1..=READS {
-            let range = read_range(
-                &source,
-                dest,
-                &plan,
-                (&current, &copied),
-                &source_table,
-                after.as_deref(),
-                end,
-                chunk,
-                cancel,
-            )
-            .await?;
-            let Some((last, lsn, rows)) = range else {
-                break;
-            };
-            let compared = compare_range(dest, &plan, lsn).await;
-            // The work table empties at commit.
-            let committed = dest.batch_execute("COMMIT").await;
-            let (expected, actual, failing) = compared?;
-            committed.map_err(|e| Error::destination("comparing a range", e))?;
-            if expected == actual {
-                verdict = Some((last, rows, failing, None));
-                break;
-            }
-            tracing::debug!(read, ?after, "a range differs; reading it again");
-            if read == READS {
-                let text = format!(
-                    "keys after {} up to {}: the transform of the source has {} rows, the \
-                     version {} (or other values); fix: {}",
-                    after.as_ref().map_or("the start".into(), |a| a.join(",")),
-                    last.join(","),
-                    expected.0,
-                    actual.0,
-                    refresh_command(
-                        &plan.def.target,
-                        &range_scope(&plan.key, after.as_deref(), &last)
-                    )
-                );
-                verdict = Some((last, rows, failing, Some(text)));
-            }
-        }
-        let Some((last, rows, failing, difference)) = verdict else {
-            break;
+    Ok((end, start))
+}
+
+/// Reads and compares the range of keys after `after` (up to `chunk` of
+/// them, none beyond `end`); a range that differs is read again, up to
+/// [`READS`] times, before it is reported. `None`: no keys are left.
+async fn verify_range(
+    subject: &Subject,
+    dest: &Client,
+    (after, end): (Option<&[String]>, &[String]),
+    chunk: u32,
+    cancel: &CancellationToken,
+) -> Result<Option<Verdict>> {
+    let plan = &subject.plan;
+    for read in 1..=READS {
+        let range = read_range(
+            &subject.source,
+            dest,
+            plan,
+            (&subject.current, &subject.copied),
+            &subject.source_table,
+            after,
+            end,
+            chunk,
+            cancel,
+        )
+        .await?;
+        let Some((last, lsn, rows)) = range else {
+            return Ok(None);
         };
-        found.ranges += 1;
-        found.rows += rows;
-        found.failing.extend(failing);
-        if let Some(d) = difference {
-            tracing::error!(difference = %d, "a range differs");
-            found.differences.push(d);
+        let compared = compare_range(dest, plan, lsn).await;
+        // The work table empties at commit.
+        let committed = dest.batch_execute("COMMIT").await;
+        let (expected, actual, failing) = compared?;
+        committed.map_err(|e| Error::destination("comparing a range", e))?;
+        let mut verdict = Verdict {
+            last,
+            rows,
+            failing,
+            difference: None,
+        };
+        if expected == actual {
+            return Ok(Some(verdict));
         }
-        after = Some(last);
-        if let Some(cap) = config.backfill.max_rows_per_second {
-            let wanted = Duration::from_secs_f64(found.rows as f64 / f64::from(cap));
-            if let Some(rest) = wanted.checked_sub(started.elapsed()) {
-                tokio::time::sleep(rest).await;
-            }
-        }
-    }
-    let strays = strays(
-        &source,
-        dest,
-        (&plan, &current),
-        &source_table,
-        start,
-        chunk,
-        cancel,
-    )
-    .await?;
-    if !strays.is_empty() {
-        let shown: Vec<String> = strays.iter().take(10).map(|k| k.join(",")).collect();
-        found.differences.push(format!(
-            "the version holds {} live row(s) whose keys the source does not have (keys {}{}); \
-             fix: {}",
-            strays.len(),
-            shown.join("; "),
-            if strays.len() > shown.len() {
-                "; ..."
-            } else {
-                ""
-            },
-            refresh_command(&plan.def.target, &keys_scope(&plan.key, &strays))
-        ));
-    }
-    if !found.failing.is_empty() {
-        let recorded: i64 = dest
-            .query_one(
-                "SELECT count(*) FROM walfill.dead_letters
-                  WHERE target = $1 AND version = $2 AND key = ANY(
-                        SELECT ARRAY(SELECT jsonb_array_elements_text(k))
-                          FROM jsonb_array_elements($3::jsonb) AS k)",
-                &[
+        tracing::debug!(read, ?after, "a range differs; reading it again");
+        if read == READS {
+            verdict.difference = Some(format!(
+                "keys after {} up to {}: the transform of the source has {} rows, the version {} \
+                 (or other values); fix: {}",
+                after.map_or("the start".into(), |a| a.join(",")),
+                verdict.last.join(","),
+                expected.0,
+                actual.0,
+                refresh_command(
                     &plan.def.target,
-                    &plan.def.version,
-                    &serde_json::json!(found.failing),
-                ],
-            )
-            .await
-            .map_err(|e| Error::destination("reading the dead letters", e))?
-            .get(0);
-        found.unrecorded = found.failing.len() as u64 - recorded.max(0) as u64;
+                    &range_scope(&plan.key, after, &verdict.last)
+                )
+            ));
+            return Ok(Some(verdict));
+        }
     }
-    Ok(found)
+    Ok(None)
+}
+
+/// How many of the keys the transform fails on have no dead letter.
+async fn unrecorded(dest: &Client, plan: &Plan, failing: &[Vec<String>]) -> Result<u64> {
+    if failing.is_empty() {
+        return Ok(0);
+    }
+    let recorded: i64 = dest
+        .query_one(
+            "SELECT count(*) FROM walfill.dead_letters
+              WHERE target = $1 AND version = $2 AND key = ANY(
+                    SELECT ARRAY(SELECT jsonb_array_elements_text(k))
+                      FROM jsonb_array_elements($3::jsonb) AS k)",
+            &[
+                &plan.def.target,
+                &plan.def.version,
+                &serde_json::json!(failing),
+            ],
+        )
+        .await
+        .map_err(|e| Error::destination("reading the dead letters", e))?
+        .get(0);
+    Ok(failing.len() as u64 - recorded.max(0) as u64)
 }
 
 /// `plan` with the source table's columns under their names now (read by

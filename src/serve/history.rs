@@ -18,6 +18,7 @@ use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
 use super::Shared;
+use crate::control::state::Phase;
 use crate::control::status::Report;
 
 /// How often a point is taken.
@@ -64,7 +65,8 @@ impl History {
         let mut seen = HashMap::new();
         for v in &report.versions {
             let label = format!("{}/{}", v.target, v.version);
-            if matches!(&v.phase[..], "copying" | "replaying") && v.held_by_pid.is_some() {
+            let filling = matches!(v.phase.phase(), Some(Phase::Copying | Phase::Replaying));
+            if filling && v.held_by_pid.is_some() {
                 if let Some((then, rows)) = self.rows_seen.get(&label) {
                     let seconds = now - then;
                     if seconds > 0.0 {

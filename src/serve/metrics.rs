@@ -7,7 +7,8 @@ use std::fmt::Write;
 
 use tokio_postgres::Client;
 
-use crate::control::status::Report;
+use crate::control::state::{Path, Stage};
+use crate::control::status::{Report, VersionStatus};
 use crate::error::{Error, Result};
 
 /// One metric family being written.
@@ -43,6 +44,95 @@ fn escape(value: &str) -> String {
         .replace('\n', "\\n")
 }
 
+/// A gauge with a sample per version: its name, its help, and its value
+/// for a version (`None`: no sample for that version).
+struct VersionGauge {
+    name: &'static str,
+    help: &'static str,
+    value: fn(&VersionStatus) -> Option<f64>,
+}
+
+fn flag(on: bool) -> f64 {
+    if on {
+        1.0
+    } else {
+        0.0
+    }
+}
+
+/// The value for a version that has a row (is not `unbuilt`).
+fn recorded(v: &VersionStatus, value: f64) -> Option<f64> {
+    (v.phase != Stage::Unbuilt).then_some(value)
+}
+
+const VERSION_GAUGES: &[VersionGauge] = &[
+    VersionGauge {
+        name: "view_stale",
+        help: "1 when a target's view shows a version that does not follow its source \
+               (published with --force).",
+        value: |v| v.active.then_some(flag(v.stale.is_some())),
+    },
+    VersionGauge {
+        name: "version_following",
+        help: "For each built version that should follow the live stream (ready, active, \
+               previous; not published stale): 1 while a process follows it.",
+        value: |v| v.following.map(flag),
+    },
+    VersionGauge {
+        name: "rows_copied",
+        help: "Rows stored by a version's snapshot copy.",
+        value: |v| (v.path == Some(Path::Snapshot)).then_some(v.rows_copied as f64),
+    },
+    VersionGauge {
+        name: "rows_replayed",
+        help: "Rows written by a version's replay of archived WAL.",
+        value: |v| (v.path == Some(Path::Replay)).then_some(v.rows_copied as f64),
+    },
+    VersionGauge {
+        name: "rows_estimated",
+        help: "The planner's estimate of a version's source rows.",
+        value: |v| recorded(v, v.rows_estimated as f64),
+    },
+    VersionGauge {
+        name: "fill_rate",
+        help: "A running fill's rate: rows per second (copy) or WAL bytes per second (replay).",
+        value: |v| v.rate,
+    },
+    VersionGauge {
+        name: "version_lost",
+        help: "1 for a version that lost changes (its table dropped, its slot gone) until \
+               rebuilt.",
+        value: |v| recorded(v, flag(v.lost.is_some())),
+    },
+    VersionGauge {
+        name: "throttled",
+        help: "1 while the throttle holds a version's fill.",
+        value: |v| recorded(v, flag(v.throttled.is_some())),
+    },
+    VersionGauge {
+        name: "dead_letters",
+        help: "Rows of a version set aside because their transform failed.",
+        value: |v| recorded(v, v.dead_letters as f64),
+    },
+    VersionGauge {
+        name: "apply_lag_bytes",
+        help: "WAL a version's slot has not confirmed: how far its live apply is behind the \
+               source.",
+        value: |v| v.slot_lag_bytes.map(|lag| lag as f64),
+    },
+    VersionGauge {
+        name: "apply_lag_seconds",
+        help: "Seconds between a source commit and its apply to a version, as of the last \
+               batch of its live stream (stays at its last value while the source is idle).",
+        value: |v| v.apply_lag_seconds,
+    },
+    VersionGauge {
+        name: "changes_applied",
+        help: "Changes of the live stream applied to a version.",
+        value: |v| recorded(v, v.changes_applied as f64),
+    },
+];
+
 /// Renders the metrics from `report` and the event counts in `dest`.
 pub(super) async fn render(report: &Report, dest: &Client, leader: bool) -> Result<String> {
     let mut out = String::new();
@@ -53,40 +143,35 @@ pub(super) async fn render(report: &Report, dest: &Client, leader: bool) -> Resu
         "gauge",
         "1 when this process leads the workers.",
     )
-    .sample("leader", &[], if leader { 1.0 } else { 0.0 });
+    .sample("leader", &[], flag(leader));
+    Family::new(
+        &mut out,
+        "ready",
+        "gauge",
+        "1 when every built version that should follow the live stream does (GET /ready also \
+         counts failing parts and requests).",
+    )
+    .sample("ready", &[], flag(report.not_ready.is_empty()));
+    versions(&mut out, report);
+    built(&mut out, dest).await?;
+    sources(&mut out, report);
+    requests(&mut out, report, dest).await?;
+    Ok(out)
+}
 
-    let mut f = Family::new(
-        &mut out,
-        "view_stale",
-        "gauge",
-        "1 when a target's view shows a version that does not follow its source (published \
-         with --force).",
-    );
-    for v in report.versions.iter().filter(|v| v.active) {
-        f.sample(
-            "view_stale",
-            &[("target", &v.target), ("version", &v.version)],
-            if v.stale.is_some() { 1.0 } else { 0.0 },
-        );
-    }
-    let mut f = Family::new(
-        &mut out,
-        "version_following",
-        "gauge",
-        "For each built version that should follow the live stream (ready, active, previous; \
-         not published stale): 1 while a process follows it.",
-    );
-    for v in &report.versions {
-        if let Some(following) = v.following {
-            f.sample(
-                "version_following",
-                &[("target", &v.target), ("version", &v.version)],
-                if following { 1.0 } else { 0.0 },
-            );
+/// The per-version families.
+fn versions(out: &mut String, report: &Report) {
+    for gauge in VERSION_GAUGES {
+        let mut f = Family::new(out, gauge.name, "gauge", gauge.help);
+        for v in &report.versions {
+            if let Some(value) = (gauge.value)(v) {
+                let labels = [("target", &v.target[..]), ("version", &v.version[..])];
+                f.sample(gauge.name, &labels, value);
+            }
         }
     }
     let mut f = Family::new(
-        &mut out,
+        out,
         "version_error",
         "gauge",
         "1 for each version whose last run stopped on an error, the error as a label.",
@@ -94,35 +179,35 @@ pub(super) async fn render(report: &Report, dest: &Client, leader: bool) -> Resu
     for v in &report.versions {
         if let Some(error) = &v.last_error {
             let error: String = error.chars().take(200).collect();
-            f.sample(
-                "version_error",
-                &[
-                    ("target", &v.target),
-                    ("version", &v.version),
-                    ("error", &error),
-                ],
-                1.0,
-            );
+            let labels = [
+                ("target", &v.target[..]),
+                ("version", &v.version),
+                ("error", &error),
+            ];
+            f.sample("version_error", &labels, 1.0);
         }
     }
     let mut f = Family::new(
-        &mut out,
-        "ready",
+        out,
+        "version_phase",
         "gauge",
-        "1 when every built version that should follow the live stream does (GET /ready also \
-         counts failing parts and requests).",
+        "1 for each version's phase (active, ready, copying, replaying...).",
     );
-    f.sample(
-        "ready",
-        &[],
-        if report.not_ready.is_empty() {
-            1.0
-        } else {
-            0.0
-        },
-    );
+    for v in &report.versions {
+        let phase = v.phase.as_str();
+        let labels = [
+            ("target", &v.target[..]),
+            ("version", &v.version),
+            ("phase", phase),
+        ];
+        f.sample("version_phase", &labels, 1.0);
+    }
+}
+
+/// When each target's newest version finished building.
+async fn built(out: &mut String, dest: &Client) -> Result<()> {
     let mut f = Family::new(
-        &mut out,
+        out,
         "last_successful_build_timestamp",
         "gauge",
         "Unix time at which the newest version of each target finished building (caught up \
@@ -145,196 +230,37 @@ pub(super) async fn render(report: &Report, dest: &Client, leader: bool) -> Resu
             row.get(1),
         );
     }
+    Ok(())
+}
+
+/// The source's slots and the archive.
+fn sources(out: &mut String, report: &Report) {
     let mut f = Family::new(
-        &mut out,
-        "rows_copied",
-        "gauge",
-        "Rows stored by a version's snapshot copy.",
-    );
-    for v in report
-        .versions
-        .iter()
-        .filter(|v| v.path.as_deref() == Some("snapshot"))
-    {
-        f.sample(
-            "rows_copied",
-            &[("target", &v.target), ("version", &v.version)],
-            v.rows_copied as f64,
-        );
-    }
-    let mut f = Family::new(
-        &mut out,
-        "rows_replayed",
-        "gauge",
-        "Rows written by a version's replay of archived WAL.",
-    );
-    for v in report
-        .versions
-        .iter()
-        .filter(|v| v.path.as_deref() == Some("replay"))
-    {
-        f.sample(
-            "rows_replayed",
-            &[("target", &v.target), ("version", &v.version)],
-            v.rows_copied as f64,
-        );
-    }
-    let mut f = Family::new(
-        &mut out,
-        "rows_estimated",
-        "gauge",
-        "The planner's estimate of a version's source rows.",
-    );
-    for v in report.versions.iter().filter(|v| v.phase != "unbuilt") {
-        f.sample(
-            "rows_estimated",
-            &[("target", &v.target), ("version", &v.version)],
-            v.rows_estimated as f64,
-        );
-    }
-    let mut f = Family::new(
-        &mut out,
-        "fill_rate",
-        "gauge",
-        "A running fill's rate: rows per second (copy) or WAL bytes per second (replay).",
-    );
-    for v in &report.versions {
-        if let Some(rate) = v.rate {
-            f.sample(
-                "fill_rate",
-                &[("target", &v.target), ("version", &v.version)],
-                rate,
-            );
-        }
-    }
-    let mut f = Family::new(
-        &mut out,
-        "version_phase",
-        "gauge",
-        "1 for each version's phase (active, ready, copying, replaying...).",
-    );
-    for v in &report.versions {
-        f.sample(
-            "version_phase",
-            &[
-                ("target", &v.target),
-                ("version", &v.version),
-                ("phase", &v.phase),
-            ],
-            1.0,
-        );
-    }
-    let mut f = Family::new(
-        &mut out,
-        "version_lost",
-        "gauge",
-        "1 for a version that lost changes (its table dropped, its slot gone) until rebuilt.",
-    );
-    for v in report.versions.iter().filter(|v| v.phase != "unbuilt") {
-        f.sample(
-            "version_lost",
-            &[("target", &v.target), ("version", &v.version)],
-            if v.lost.is_some() { 1.0 } else { 0.0 },
-        );
-    }
-    let mut f = Family::new(
-        &mut out,
-        "throttled",
-        "gauge",
-        "1 while the throttle holds a version's fill.",
-    );
-    for v in report.versions.iter().filter(|v| v.phase != "unbuilt") {
-        f.sample(
-            "throttled",
-            &[("target", &v.target), ("version", &v.version)],
-            if v.throttled.is_some() { 1.0 } else { 0.0 },
-        );
-    }
-    let mut f = Family::new(
-        &mut out,
-        "dead_letters",
-        "gauge",
-        "Rows of a version set aside because their transform failed.",
-    );
-    for v in report.versions.iter().filter(|v| v.phase != "unbuilt") {
-        f.sample(
-            "dead_letters",
-            &[("target", &v.target), ("version", &v.version)],
-            v.dead_letters as f64,
-        );
-    }
-    let mut f = Family::new(
-        &mut out,
-        "apply_lag_bytes",
-        "gauge",
-        "WAL a version's slot has not confirmed: how far its live apply is behind the source.",
-    );
-    for v in &report.versions {
-        if let Some(lag) = v.slot_lag_bytes {
-            f.sample(
-                "apply_lag_bytes",
-                &[("target", &v.target), ("version", &v.version)],
-                lag as f64,
-            );
-        }
-    }
-    let mut f = Family::new(
-        &mut out,
-        "apply_lag_seconds",
-        "gauge",
-        "Seconds between a source commit and its apply to a version, as of the last batch of \
-         its live stream (stays at its last value while the source is idle).",
-    );
-    for v in &report.versions {
-        if let Some(lag) = v.apply_lag_seconds {
-            f.sample(
-                "apply_lag_seconds",
-                &[("target", &v.target), ("version", &v.version)],
-                lag,
-            );
-        }
-    }
-    let mut f = Family::new(
-        &mut out,
-        "changes_applied",
-        "gauge",
-        "Changes of the live stream applied to a version.",
-    );
-    for v in report.versions.iter().filter(|v| v.phase != "unbuilt") {
-        f.sample(
-            "changes_applied",
-            &[("target", &v.target), ("version", &v.version)],
-            v.changes_applied as f64,
-        );
-    }
-    let mut f = Family::new(
-        &mut out,
+        out,
         "slot_retained_bytes",
         "gauge",
         "WAL the source keeps for a walfill slot.",
     );
     for s in &report.slots {
-        f.sample(
-            "slot_retained_bytes",
-            &[("slot", &s.name), ("kind", &s.kind)],
-            s.retained_bytes as f64,
-        );
+        let labels = [("slot", &s.name[..]), ("kind", &s.kind)];
+        f.sample("slot_retained_bytes", &labels, s.retained_bytes as f64);
     }
-    if let Some(age) = report
-        .archive
-        .as_ref()
-        .and_then(|a| a.last_segment_age_seconds)
-    {
+    let archive = report.archive.as_ref();
+    if let Some(age) = archive.and_then(|a| a.last_segment_age_seconds) {
         let mut f = Family::new(
-            &mut out,
+            out,
             "archive_last_segment_age_seconds",
             "gauge",
             "Seconds since the newest complete WAL segment was written to the archive.",
         );
         f.sample("archive_last_segment_age_seconds", &[], age as f64);
     }
+}
+
+/// Requests by state, paused targets, and the events recorded.
+async fn requests(out: &mut String, report: &Report, dest: &Client) -> Result<()> {
     let mut f = Family::new(
-        &mut out,
+        out,
         "backfills",
         "gauge",
         "Backfill requests by state (queued, running; failed: failed for good).",
@@ -352,7 +278,7 @@ pub(super) async fn render(report: &Report, dest: &Client, leader: bool) -> Resu
         f.sample("backfills", &[("state", &state)], row.get(1));
     }
     let mut f = Family::new(
-        &mut out,
+        out,
         "paused",
         "gauge",
         "1 for each paused target ('*': all).",
@@ -361,7 +287,7 @@ pub(super) async fn render(report: &Report, dest: &Client, leader: bool) -> Resu
         f.sample("paused", &[("target", target)], 1.0);
     }
     let mut f = Family::new(
-        &mut out,
+        out,
         "events_total",
         "counter",
         "Events recorded per kind: swaps, rollbacks, losses, rebuilds, skipped schedules...",
@@ -377,7 +303,7 @@ pub(super) async fn render(report: &Report, dest: &Client, leader: bool) -> Resu
         let kind: String = row.get(0);
         f.sample("events_total", &[("kind", &kind)], row.get(1));
     }
-    Ok(out)
+    Ok(())
 }
 
 #[cfg(test)]

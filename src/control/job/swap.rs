@@ -8,12 +8,12 @@
 
 use std::time::Duration;
 
-use tokio_postgres::Client;
+use tokio_postgres::{Client, Transaction};
 use tokio_util::sync::CancellationToken;
 use walfill_core::sql::{describe_pg_error, ident_list, quote_ident, quote_literal};
 
 use super::{catch_up, Context, Follower};
-use crate::config::{Config, Target};
+use crate::config::{Config, Grant, Target};
 use crate::control::state::{self, lock, Phase, VersionState};
 use crate::db::{self, Role};
 use crate::error::{Directive, Error, Result};
@@ -365,7 +365,7 @@ fn index_name(table: &str, spec: &str) -> String {
     format!("{stem}_{hash}")
 }
 
-#[allow(clippy::too_many_arguments)]
+/// One attempt at the swap, in one transaction (under `lock_timeout_ms`).
 async fn try_swap(
     dest: &mut Client,
     target: &str,
@@ -375,47 +375,29 @@ async fn try_swap(
     stale: Option<&str>,
     declared: Option<&Target>,
 ) -> Result<()> {
-    let grants = declared.map(|d| d.grants.as_slice()).unwrap_or_default();
-    let recreate = declared.is_some_and(|d| d.recreate_dependents);
     let tx = dest
         .transaction()
         .await
         .map_err(|e| Error::destination("starting the swap", e))?;
-    let failed = |what: &'static str| move |e| Error::destination(what, e);
     tx.batch_execute(&format!("SET LOCAL lock_timeout = '{lock_timeout_ms}ms'"))
         .await
-        .map_err(failed("setting the swap's lock timeout"))?;
+        .map_err(|e| Error::destination("setting the swap's lock timeout", e))?;
     let v = VersionState::load_existing(&tx, target, version).await?;
     match v.phase {
         Phase::Ready | Phase::Active | Phase::Previous if v.lost.is_none() => {}
         phase => {
+            let lost = if v.lost.is_some() {
+                " and lost changes"
+            } else {
+                ""
+            };
             return Err(Error::Request(format!(
-                "version {version} of {target} is {phase}{}; only a caught-up version can be \
+                "version {version} of {target} is {phase}{lost}; only a caught-up version can be \
                  swapped in (run `walfill backfill {target}` to finish it)",
-                if v.lost.is_some() {
-                    " and lost changes"
-                } else {
-                    ""
-                }
-            )))
+            )));
         }
     }
-    // Serializes concurrent swaps of the same target.
-    tx.execute(
-        "INSERT INTO walfill.targets (target, dest_schema) VALUES ($1, $2)
-         ON CONFLICT (target) DO NOTHING",
-        &[&target, &v.dest_schema],
-    )
-    .await
-    .map_err(failed("recording the target"))?;
-    let current: Option<String> = tx
-        .query_one(
-            "SELECT active_version FROM walfill.targets WHERE target = $1 FOR UPDATE",
-            &[&target],
-        )
-        .await
-        .map_err(failed("locking the target's state"))?
-        .get(0);
+    let current = lock_target(&tx, target, &v.dest_schema).await?;
     // The active version rebuilt beside the table readers see is published
     // again; otherwise an active version is done.
     let republish = current.as_deref() == Some(version);
@@ -423,23 +405,166 @@ async fn try_swap(
         tracing::info!(target, version, "already active");
         return Ok(());
     }
-
     let schema = quote_ident(&v.dest_schema);
-    let view = format!("{schema}.{}", quote_ident(target));
-    let table = format!("{schema}.{}", quote_ident(&v.table_name));
+    let view = View {
+        target,
+        version,
+        name: format!("{schema}.{}", quote_ident(target)),
+        table: format!("{schema}.{}", quote_ident(&v.table_name)),
+    };
+    let recreate = declared.is_some_and(|d| d.recreate_dependents);
+    replace_view(&tx, &view, &v.dest_schema, recreate).await?;
+    let grants = declared.map(|d| d.grants.as_slice()).unwrap_or_default();
+    grant_declared(&tx, &view, grants).await?;
+    if let Some(replaced) = &v.replaced_table {
+        drop_replaced(&tx, &view, &format!("{schema}.{}", quote_ident(replaced))).await?;
+    }
+    let old = current.as_deref().filter(|_| !republish);
+    record_swap(&tx, &view, old, current.as_deref(), kind, stale).await?;
+    failpoint::hit("swap.before_commit");
+    tx.commit()
+        .await
+        .map_err(|e| Error::destination("committing the swap", e))?;
+    failpoint::hit("swap.end");
+    tracing::info!(
+        target,
+        version,
+        from = current.as_deref().unwrap_or("none"),
+        "view now shows version"
+    );
+    Ok(())
+}
+
+/// The view a swap points at a version's table.
+struct View<'a> {
+    target: &'a str,
+    version: &'a str,
+    /// The view, quoted and qualified.
+    name: String,
+    /// The version's table, quoted and qualified.
+    table: String,
+}
+
+/// Locks the target's row (serializing concurrent swaps of the same
+/// target); returns its active version.
+async fn lock_target(tx: &Transaction<'_>, target: &str, schema: &str) -> Result<Option<String>> {
+    let failed = |what: &'static str| move |e| Error::destination(what, e);
+    tx.execute(
+        "INSERT INTO walfill.targets (target, dest_schema) VALUES ($1, $2)
+         ON CONFLICT (target) DO NOTHING",
+        &[&target, &schema],
+    )
+    .await
+    .map_err(failed("recording the target"))?;
+    let current = tx
+        .query_one(
+            "SELECT active_version FROM walfill.targets WHERE target = $1 FOR UPDATE",
+            &[&target],
+        )
+        .await
+        .map_err(failed("locking the target's state"))?
+        .get(0);
+    Ok(current)
+}
+
+/// Points the view at the version's table: `CREATE OR REPLACE VIEW`, or,
+/// when the columns changed in a way that cannot express, the view dropped
+/// and created again with its grants (and, with `recreate`, the objects
+/// that depend on it).
+async fn replace_view(
+    tx: &Transaction<'_>,
+    view: &View<'_>,
+    schema: &str,
+    recreate: bool,
+) -> Result<()> {
+    let failed = |what: &'static str| move |e| Error::destination(what, e);
     let columns: Vec<String> = tx
         .query(
             "SELECT attname::text FROM pg_attribute
               WHERE attrelid = $1::text::regclass AND attnum > 0 AND NOT attisdropped
                 AND attname NOT LIKE '\\_walfill\\_%'
               ORDER BY attnum",
-            &[&table],
+            &[&view.table],
         )
         .await
         .map_err(failed("reading the version's columns"))?
         .iter()
         .map(|r| r.get(0))
         .collect();
+    let grants = existing_grants(tx, view, schema).await?;
+    let create = format!(
+        "VIEW {} AS SELECT {} FROM {} WHERE NOT _walfill_deleted",
+        view.name,
+        ident_list(columns.iter().map(String::as_str)),
+        view.table
+    );
+    tx.batch_execute("SAVEPOINT walfill_replace")
+        .await
+        .map_err(failed("swapping the view"))?;
+    let Err(e) = tx
+        .batch_execute(&format!("CREATE OR REPLACE {create}"))
+        .await
+    else {
+        return Ok(());
+    };
+    if e.code() == Some(&tokio_postgres::error::SqlState::LOCK_NOT_AVAILABLE) {
+        return Err(Error::destination("swapping the view", e));
+    }
+    // The columns differ in a way CREATE OR REPLACE cannot express.
+    tracing::debug!(error = %describe_pg_error(&e), "recreating the view");
+    tx.batch_execute("ROLLBACK TO SAVEPOINT walfill_replace")
+        .await
+        .map_err(failed("swapping the view"))?;
+    let dependents = match recreate {
+        true => crate::control::dependents::find(tx, &view.name).await?,
+        false => Vec::new(),
+    };
+    let cascade = if dependents.is_empty() {
+        ""
+    } else {
+        " CASCADE"
+    };
+    tx.batch_execute(&format!(
+        "DROP VIEW IF EXISTS {}{cascade}; CREATE {create}",
+        view.name
+    ))
+    .await
+    .map_err(|e| cannot_recreate(view, e))?;
+    for grant in grants {
+        tx.batch_execute(&grant)
+            .await
+            .map_err(failed("restoring the view's grants"))?;
+    }
+    for dependent in &dependents {
+        for statement in &dependent.create {
+            tx.batch_execute(statement).await.map_err(|e| {
+                Error::Request(format!(
+                    "the {} {} depends on the view and no longer fits its new columns: {}; \
+                     the swap changed nothing: change or drop it, then swap again",
+                    dependent.kind,
+                    dependent.name,
+                    describe_pg_error(&e)
+                ))
+            })?;
+        }
+        tracing::info!(
+            target = view.target,
+            version = view.version,
+            object = %dependent.name,
+            kind = dependent.kind,
+            "recreated an object that depends on the view"
+        );
+    }
+    Ok(())
+}
+
+/// The grants on the view now (to restore when it is created again); fails
+/// when the view's name is taken by something that is not a view.
+async fn existing_grants(
+    tx: &Transaction<'_>,
+    view: &View<'_>,
+    schema: &str,
+) -> Result<Vec<String>> {
     let existing: Option<(String, Vec<String>)> = tx
         .query_opt(
             "SELECT c.relkind::text, coalesce((SELECT array_agg(format('GRANT %s ON %s TO %s%s',
@@ -450,134 +575,107 @@ async fn try_swap(
                     WHERE a.grantee <> c.relowner), '{}')
                FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
               WHERE n.nspname = $1 AND c.relname = $3",
-            &[&v.dest_schema, &view, &target],
+            &[&schema, &view.name, &view.target],
         )
         .await
-        .map_err(failed("looking at the current view"))?
+        .map_err(|e| Error::destination("looking at the current view", e))?
         .map(|r| (r.get(0), r.get(1)));
-    if let Some((kind, _)) = &existing {
-        if kind != "v" {
-            return Err(Error::Request(format!(
-                "{}.{target} exists and is not a view; walfill publishes versions through a \
-                 view of that name: rename or drop it",
-                v.dest_schema
-            )));
-        }
+    match existing {
+        Some((kind, _)) if kind != "v" => Err(Error::Request(format!(
+            "{schema}.{} exists and is not a view; walfill publishes versions through a view \
+             of that name: rename or drop it",
+            view.target
+        ))),
+        Some((_, grants)) => Ok(grants),
+        None => Ok(Vec::new()),
     }
-    let create = format!(
-        "VIEW {view} AS SELECT {} FROM {table} WHERE NOT _walfill_deleted",
-        ident_list(columns.iter().map(String::as_str))
-    );
-    tx.batch_execute("SAVEPOINT walfill_replace")
-        .await
-        .map_err(failed("swapping the view"))?;
-    if let Err(e) = tx
-        .batch_execute(&format!("CREATE OR REPLACE {create}"))
-        .await
-    {
-        if e.code() == Some(&tokio_postgres::error::SqlState::LOCK_NOT_AVAILABLE) {
-            return Err(Error::destination("swapping the view", e));
-        }
-        // The columns differ in a way CREATE OR REPLACE cannot express.
-        tracing::debug!(error = %describe_pg_error(&e), "recreating the view");
-        tx.batch_execute("ROLLBACK TO SAVEPOINT walfill_replace")
-            .await
-            .map_err(failed("swapping the view"))?;
-        let dependents = match recreate {
-            true => crate::control::dependents::find(&tx, &view).await?,
-            false => Vec::new(),
-        };
-        let cascade = if dependents.is_empty() {
-            ""
-        } else {
-            " CASCADE"
-        };
-        tx.batch_execute(&format!(
-            "DROP VIEW IF EXISTS {view}{cascade}; CREATE {create}"
-        ))
-        .await
-        .map_err(|e| {
-            if e.code() == Some(&tokio_postgres::error::SqlState::DEPENDENT_OBJECTS_STILL_EXIST) {
-                return Error::Request(format!(
-                    "publishing version {version} of {target} changes the view's columns, so \
-                     {view} must be dropped and created again, and objects depend on it ({}). \
-                     Set `dependent_views = \"recreate\"` on the target (the swap recreates \
-                     them), or drop them and recreate them after the swap",
-                    e.as_db_error()
-                        .and_then(|d| d.detail())
-                        .unwrap_or("see the view's dependents")
-                        .replace('\n', "; ")
-                ));
-            }
-            Error::destination(format!("recreating view {view}"), e)
-        })?;
-        for grant in existing.map(|(_, g)| g).unwrap_or_default() {
-            tx.batch_execute(&grant)
-                .await
-                .map_err(failed("restoring the view's grants"))?;
-        }
-        for dependent in &dependents {
-            for statement in &dependent.create {
-                tx.batch_execute(statement).await.map_err(|e| {
-                    Error::Request(format!(
-                        "the {} {} depends on the view and no longer fits its new columns: {}; \
-                         the swap changed nothing: change or drop it, then swap again",
-                        dependent.kind,
-                        dependent.name,
-                        describe_pg_error(&e)
-                    ))
-                })?;
-            }
-            tracing::info!(target, version, object = %dependent.name, kind = dependent.kind, "recreated an object that depends on the view");
-        }
+}
+
+/// The error of a view that could not be dropped and created again.
+fn cannot_recreate(view: &View<'_>, e: tokio_postgres::Error) -> Error {
+    if e.code() != Some(&tokio_postgres::error::SqlState::DEPENDENT_OBJECTS_STILL_EXIST) {
+        return Error::destination(format!("recreating view {}", view.name), e);
     }
-    // The declared grants, on the view and the version's table: restored
-    // with every swap, even after the schema was lost.
+    let detail = e
+        .as_db_error()
+        .and_then(|d| d.detail())
+        .unwrap_or("see the view's dependents")
+        .replace('\n', "; ");
+    Error::Request(format!(
+        "publishing version {} of {} changes the view's columns, so {} must be dropped and \
+         created again, and objects depend on it ({detail}). Set `dependent_views = \
+         \"recreate\"` on the target (the swap recreates them), or drop them and recreate them \
+         after the swap",
+        view.version, view.target, view.name
+    ))
+}
+
+/// The declared grants, on the view and the version's table: restored with
+/// every swap, even after the schema was lost.
+async fn grant_declared(tx: &Transaction<'_>, view: &View<'_>, grants: &[Grant]) -> Result<()> {
     for grant in grants {
-        for object in [&view, &table] {
+        for object in [&view.name, &view.table] {
             tx.batch_execute(&format!(
                 "GRANT {} ON {object} TO {}",
                 grant.privileges, grant.roles
             ))
             .await
             .map_err(|e| {
-                Error::destination(
-                    format!(
-                        "applying the declared grant {} TO {} of target {target}",
-                        grant.privileges, grant.roles
-                    ),
-                    e,
-                )
+                let what = format!(
+                    "applying the declared grant {} TO {} of target {}",
+                    grant.privileges, grant.roles, view.target
+                );
+                Error::destination(what, e)
             })?;
         }
     }
     tx.execute(
         &format!(
-            "COMMENT ON VIEW {view} IS {}",
-            quote_literal(&format!("walfill: target {target}, version {version}"))
+            "COMMENT ON VIEW {} IS {}",
+            view.name,
+            quote_literal(&format!(
+                "walfill: target {}, version {}",
+                view.target, view.version
+            ))
         ),
         &[],
     )
     .await
-    .map_err(failed("commenting the view"))?;
+    .map_err(|e| Error::destination("commenting the view", e))?;
+    Ok(())
+}
 
-    if let Some(replaced) = &v.replaced_table {
-        let replaced = format!("{schema}.{}", quote_ident(replaced));
-        tx.batch_execute(&format!("DROP TABLE IF EXISTS {replaced}"))
-            .await
-            .map_err(failed("dropping the version's earlier table"))?;
-        tx.execute(
-            "UPDATE walfill.versions SET replaced_table = NULL WHERE target = $1 AND version = $2",
-            &[&target, &version],
-        )
+/// Drops the table a rebuilt active version replaced.
+async fn drop_replaced(tx: &Transaction<'_>, view: &View<'_>, replaced: &str) -> Result<()> {
+    let failed = |what: &'static str| move |e| Error::destination(what, e);
+    tx.batch_execute(&format!("DROP TABLE IF EXISTS {replaced}"))
         .await
-        .map_err(failed("recording the swap"))?;
-    }
-    // The version that was active stays current for rollback; an older
-    // previous one becomes merely ready (still followed until retired).
-    let old = current.as_deref().filter(|_| !republish);
-    state::swap_phases(&tx, target, version, old).await?;
-    if !republish {
+        .map_err(failed("dropping the version's earlier table"))?;
+    tx.execute(
+        "UPDATE walfill.versions SET replaced_table = NULL WHERE target = $1 AND version = $2",
+        &[&view.target, &view.version],
+    )
+    .await
+    .map_err(failed("recording the swap"))?;
+    Ok(())
+}
+
+/// Records the swap: the phases (the version that was active, `old`, stays
+/// current for rollback; an older previous one becomes merely ready, still
+/// followed until retired), the target's active and previous versions
+/// (unless republished), whether the view is stale, and the event.
+async fn record_swap(
+    tx: &Transaction<'_>,
+    view: &View<'_>,
+    old: Option<&str>,
+    current: Option<&str>,
+    kind: &str,
+    stale: Option<&str>,
+) -> Result<()> {
+    let failed = |what: &'static str| move |e| Error::destination(what, e);
+    let (target, version) = (view.target, view.version);
+    state::swap_phases(tx, target, version, old).await?;
+    if current != Some(version) {
         tx.execute(
             "UPDATE walfill.targets SET active_version = $2, previous_version = $3,
                     swapped_at = now()
@@ -593,24 +691,8 @@ async fn try_swap(
     )
     .await
     .map_err(failed("recording whether the view is stale"))?;
-    state::record_event(
-        &tx,
-        target,
-        Some(version),
-        kind,
-        serde_json::json!({ "from": current, "to": version, "stale": stale }),
-    )
-    .await?;
-    failpoint::hit("swap.before_commit");
-    tx.commit().await.map_err(failed("committing the swap"))?;
-    failpoint::hit("swap.end");
-    tracing::info!(
-        target,
-        version,
-        from = current.as_deref().unwrap_or("none"),
-        "view now shows version"
-    );
-    Ok(())
+    let detail = serde_json::json!({ "from": current, "to": version, "stale": stale });
+    state::record_event(tx, target, Some(version), kind, detail).await
 }
 
 /// The error for a version that was never built: how to build it without

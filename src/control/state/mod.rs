@@ -12,7 +12,7 @@ mod transition;
 mod version;
 
 pub use transition::{retire_phase, swap_phases, FillStart};
-pub use version::{NewVersion, Path, Phase, VersionState};
+pub use version::{NewVersion, Path, Phase, Stage, VersionState};
 
 use tokio_postgres::{Client, GenericClient};
 

@@ -42,7 +42,7 @@ impl Path {
 
 impl fmt::Display for Path {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+        f.pad(self.as_str())
     }
 }
 
@@ -131,7 +131,47 @@ impl Phase {
 
 impl fmt::Display for Phase {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+        f.pad(self.as_str())
+    }
+}
+
+/// A version's phase as reports show it: a recorded phase, or `unbuilt` for
+/// a configured version no backfill has started (which has no row).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stage {
+    /// Configured; no backfill has started it.
+    Unbuilt,
+    /// Recorded in the state table.
+    Recorded(Phase),
+}
+
+impl Stage {
+    /// The recorded phase, if any.
+    pub fn phase(self) -> Option<Phase> {
+        match self {
+            Stage::Unbuilt => None,
+            Stage::Recorded(phase) => Some(phase),
+        }
+    }
+
+    /// As reports print it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Stage::Unbuilt => "unbuilt",
+            Stage::Recorded(phase) => phase.as_str(),
+        }
+    }
+}
+
+impl fmt::Display for Stage {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.pad(self.as_str())
+    }
+}
+
+impl serde::Serialize for Stage {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
     }
 }
 

@@ -11,6 +11,7 @@
 //! that long for a `sync` or `serve` to pick it up.
 
 use super::VersionStatus;
+use crate::control::state::Phase;
 
 /// Seconds a built version may go unheld before it counts as not followed.
 pub const UNFOLLOWED_AFTER_SECONDS: f64 = 30.0;
@@ -18,7 +19,11 @@ pub const UNFOLLOWED_AFTER_SECONDS: f64 = 30.0;
 /// Sets `v.following` and `v.not_followed`; `idle_seconds`: since its
 /// state last changed.
 pub(super) fn judge(v: &mut VersionStatus, idle_seconds: f64) {
-    if !matches!(&v.phase[..], "ready" | "active" | "previous") || v.stale.is_some() {
+    let built = matches!(
+        v.phase.phase(),
+        Some(Phase::Ready | Phase::Active | Phase::Previous)
+    );
+    if !built || v.stale.is_some() {
         return;
     }
     let held = v.held_by_pid.is_some();

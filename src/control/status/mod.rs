@@ -10,7 +10,7 @@ use serde::Serialize;
 use tokio_postgres::Client;
 
 use crate::config::{ArchiveFound, Config};
-use crate::control::state::{self, lock, Path, Phase, VersionState};
+use crate::control::state::{self, lock, Path, Phase, Stage, VersionState};
 use crate::db::{self, Role};
 use crate::error::Result;
 pub use slots::{human_bytes, unlimited_keep_warning, SlotStatus};
@@ -23,9 +23,9 @@ pub struct VersionStatus {
     /// Version name.
     pub version: String,
     /// Phase (`unbuilt` for a configured version no backfill has started).
-    pub phase: String,
+    pub phase: Stage,
     /// How it is (being) filled: `snapshot` or `replay`.
-    pub path: Option<String>,
+    pub path: Option<Path>,
     /// Whether readers see this version.
     pub active: bool,
     /// Rows stored by the fill (copied, or written by the replay).
@@ -455,8 +455,8 @@ fn describe(v: VersionState, holder: Option<i32>) -> VersionStatus {
     };
     VersionStatus {
         active: v.phase == Phase::Active,
-        phase: v.phase.to_string(),
-        path: Some(v.path.to_string()),
+        phase: Stage::Recorded(v.phase),
+        path: Some(v.path),
         rows_copied: v.rows_copied,
         rows_estimated: v.rows_estimated,
         wal_read_bytes: wal_read,
@@ -494,7 +494,7 @@ fn unbuilt(target: &str, version: &str) -> VersionStatus {
     VersionStatus {
         target: target.into(),
         version: version.into(),
-        phase: "unbuilt".into(),
+        phase: Stage::Unbuilt,
         path: None,
         active: false,
         rows_copied: 0,
@@ -596,8 +596,8 @@ fn print(report: &Report) -> Result<()> {
             r.eta_seconds
                 .map(|s| format!("{s} s"))
                 .unwrap_or_else(|| "-".into()),
-            match (&r.phase[..], r.slot_lag_bytes) {
-                ("unbuilt", _) => "-".into(),
+            match (r.phase, r.slot_lag_bytes) {
+                (Stage::Unbuilt, _) => "-".into(),
                 (_, Some(lag)) => human_bytes(lag),
                 (_, None) => "?".into(),
             },
@@ -605,7 +605,8 @@ fn print(report: &Report) -> Result<()> {
                 .map(|p| format!("pid {p}"))
                 .unwrap_or_else(|| "-".into()),
             match (&r.throttled, r.dead_letters) {
-                (Some(why), _) if r.phase == "planned" => format!("WAITING: {why}"),
+                (Some(why), _) if r.phase == Stage::Recorded(Phase::Planned) =>
+                    format!("WAITING: {why}"),
                 (Some(why), _) => format!("THROTTLED: {why}"),
                 (None, n) if n > 0 => format!(
                     "{n} dead letter(s): `walfill dead-letters {}`{}",
@@ -690,16 +691,18 @@ fn print(report: &Report) -> Result<()> {
 /// copied" (a replay counts the rows it wrote, updates of one row
 /// included).
 fn progress(r: &VersionStatus) -> String {
-    match (&r.phase[..], r.wal_read_bytes, r.wal_total_bytes) {
-        ("unbuilt", _, _) => "-".into(),
-        ("replaying", Some(read), Some(total)) => format!(
+    match (r.phase, r.wal_read_bytes, r.wal_total_bytes) {
+        (Stage::Unbuilt, _, _) => "-".into(),
+        (Stage::Recorded(Phase::Replaying), Some(read), Some(total)) => format!(
             "{}/{} WAL, {} rows",
             human_bytes(read),
             human_bytes(total),
             r.rows_copied
         ),
-        ("copying" | "planned", _, _) => format!("{}/{} rows", r.rows_copied, r.rows_estimated),
-        _ if r.path.as_deref() == Some("replay") => match (r.segments_read, r.wal_read_bytes) {
+        (Stage::Recorded(Phase::Copying | Phase::Planned), _, _) => {
+            format!("{}/{} rows", r.rows_copied, r.rows_estimated)
+        }
+        _ if r.path == Some(Path::Replay) => match (r.segments_read, r.wal_read_bytes) {
             (Some(segments), Some(read)) => format!(
                 "{} rows written from {segments} segments ({} of WAL)",
                 r.rows_copied,

@@ -41,58 +41,123 @@ pub async fn describe(source: &impl GenericClient, def: &Definition) -> Result<S
 /// Writes nothing but temporary objects of the destination session: the work
 /// table the apply uses afterwards stays, the rest is dropped.
 pub async fn build(dest: &Client, def: &Definition, table: SourceTable) -> Result<Plan> {
-    let problem = |text: String| Error::Problems(vec![format!("target {}: {text}", def.target)]);
     let collations = super::collation::resolve(dest, &table).await?;
     create_shaped(dest, SHAPE_TABLE, &table, &collations, false).await?;
     create_shaped(dest, WORK_TABLE, &table, &collations, true).await?;
+    create_check_view(dest, def, &table).await?;
+    let (outputs, referenced) = view_columns(dest).await?;
 
+    let (mut problems, warnings, tree) = row_by_row_problems(dest).await?;
+    if problems.is_empty() {
+        if let Some(why) =
+            super::collation::sensitive_uses(dest, &tree, &collations, &referenced).await?
+        {
+            problems.push(why);
+        }
+    }
+    problems.extend(output_problems(&outputs));
+    let (key_problems, identity) = keys_and_identity(dest, def, &table).await?;
+    problems.extend(key_problems);
+    let not_portable = match table.columns.iter().any(|c| c.generated.is_some()) {
+        true => {
+            Some("the source table has generated columns, which the destination computes".into())
+        }
+        false if problems.is_empty() => {
+            super::portable::not_portable(dest, &tree, &collations).await?
+        }
+        false => None,
+    };
+    if !problems.is_empty() {
+        return Err(Error::Problems(
+            problems
+                .into_iter()
+                .map(|p| format!("target {}: {p}", def.target))
+                .collect(),
+        ));
+    }
+    dest.batch_execute(&format!(
+        "DROP VIEW pg_temp.{CHECK_VIEW}; DROP TABLE pg_temp.{SHAPE_TABLE}"
+    ))
+    .await
+    .map_err(|e| Error::destination("dropping the check objects", e))?;
+
+    Ok(Plan {
+        def: def.clone(),
+        key: table.key.clone(),
+        hidden: hidden_columns(&table, &referenced),
+        source: table,
+        outputs,
+        referenced,
+        identity,
+        not_portable,
+        collations,
+        warnings: warnings
+            .into_iter()
+            .map(|w| format!("target {}: {w}", def.target))
+            .collect(),
+    })
+}
+
+/// The transform does not work: PostgreSQL's error, pointed at the part of
+/// the select list or filter it names (`select_at`, `filter_at`: where they
+/// start in the statement, in characters).
+fn transform_error(
+    def: &Definition,
+    e: &tokio_postgres::Error,
+    select_at: usize,
+    filter_at: usize,
+) -> Error {
+    Error::Problems(vec![format!(
+        "target {}: the transform does not work: {}",
+        def.target,
+        point_at(e, def, select_at, filter_at)
+    )])
+}
+
+/// Creates the check view: the transform (select list and filter) over the
+/// shape table.
+async fn create_check_view(dest: &Client, def: &Definition, table: &SourceTable) -> Result<()> {
     let alias = quote_ident(&table.name);
-    let mut query = format!(
-        "SELECT {} FROM pg_temp.{SHAPE_TABLE} AS {alias}",
-        def.select
-    );
+    let from = format!(" FROM pg_temp.{SHAPE_TABLE} AS {alias}");
+    let mut query = format!("SELECT {}{from}", def.select);
     if let Some(filter) = &def.filter {
         // Parenthesized, so the filter can only be a condition.
         query.push_str(&format!(" WHERE ({filter})"));
     }
-    // Where the select list and the filter start in the statements below
-    // (in characters, as PostgreSQL counts an error's position).
+    // Where the select list and the filter start in the statement (in
+    // characters, as PostgreSQL counts an error's position).
     let view_prefix = format!("CREATE TEMP VIEW {CHECK_VIEW} AS SELECT ");
     let select_at = view_prefix.chars().count();
-    let filter_at = select_at
-        + def.select.chars().count()
-        + format!(" FROM pg_temp.{SHAPE_TABLE} AS {alias} WHERE (")
-            .chars()
-            .count();
-    let transform_error = |e: &tokio_postgres::Error, select_at: usize, filter_at: usize| {
-        problem(format!(
-            "the transform does not work: {}",
-            point_at(e, def, select_at, filter_at)
-        ))
-    };
+    let filter_at =
+        select_at + def.select.chars().count() + from.chars().count() + " WHERE (".len();
     dest.execute(&format!("DROP VIEW IF EXISTS pg_temp.{CHECK_VIEW}"), &[])
         .await
         .map_err(|e| Error::destination("dropping the check view", e))?;
-    if let Err(e) = dest
+    let Err(e) = dest
         .execute(&format!("CREATE TEMP VIEW {CHECK_VIEW} AS {query}"), &[])
         .await
-    {
-        // A filter that is not one condition (clauses appended to it, which
-        // parse only outside the parentheses) says so.
-        if let Some(filter) = &def.filter {
-            let syntax = Some(&tokio_postgres::error::SqlState::SYNTAX_ERROR);
-            let bare = format!("SELECT 1 FROM pg_temp.{SHAPE_TABLE} AS {alias} WHERE {filter}");
-            if e.code() == syntax && dest.prepare(&bare).await.is_ok() {
-                return Err(problem(format!(
-                    "where = {filter:?} is not a condition: it must be one boolean \
-                     expression over the source row, not SQL clauses (GROUP BY, WINDOW, \
-                     ORDER BY, UNION...)"
-                )));
-            }
+    else {
+        return Ok(());
+    };
+    // A filter that is not one condition (clauses appended to it, which
+    // parse only outside the parentheses) says so.
+    if let Some(filter) = &def.filter {
+        let syntax = Some(&tokio_postgres::error::SqlState::SYNTAX_ERROR);
+        let bare = format!("SELECT 1{from} WHERE {filter}");
+        if e.code() == syntax && dest.prepare(&bare).await.is_ok() {
+            return Err(Error::Problems(vec![format!(
+                "target {}: where = {filter:?} is not a condition: it must be one boolean \
+                 expression over the source row, not SQL clauses (GROUP BY, WINDOW, ORDER BY, \
+                 UNION...)",
+                def.target
+            )]));
         }
-        return Err(transform_error(&e, select_at, filter_at));
     }
+    Err(transform_error(def, &e, select_at, filter_at))
+}
 
+/// The check view's output columns, and the shape table's columns it reads.
+async fn view_columns(dest: &Client) -> Result<(Vec<OutputColumn>, Vec<String>)> {
     let outputs: Vec<OutputColumn> = dest
         .query(
             "SELECT attname::text, format_type(atttypid, atttypmod),
@@ -131,15 +196,12 @@ pub async fn build(dest: &Client, def: &Definition, table: SourceTable) -> Resul
         .iter()
         .map(|r| r.get(0))
         .collect();
+    Ok((outputs, referenced))
+}
 
-    let (mut problems, warnings, tree) = row_by_row_problems(dest).await?;
-    if problems.is_empty() {
-        if let Some(why) =
-            super::collation::sensitive_uses(dest, &tree, &collations, &referenced).await?
-        {
-            problems.push(why);
-        }
-    }
+/// Output columns without a name, with walfill's reserved prefix, or twice.
+fn output_problems(outputs: &[OutputColumn]) -> Vec<String> {
+    let mut problems = Vec::new();
     for (i, out) in outputs.iter().enumerate() {
         if out.name == "?column?" {
             problems.push(format!(
@@ -155,15 +217,25 @@ pub async fn build(dest: &Client, def: &Definition, table: SourceTable) -> Resul
             problems.push(format!("output column {:?} appears twice", out.name));
         }
     }
+    problems
+}
 
-    // Every key column must pass through as a plain reference to itself.
+/// The key columns the select list does not pass through unchanged (each
+/// must be a plain reference to itself), and whether the transform is the
+/// identity.
+async fn keys_and_identity(
+    dest: &Client,
+    def: &Definition,
+    table: &SourceTable,
+) -> Result<(Vec<String>, bool)> {
+    let alias = quote_ident(&table.name);
     let statement = dest
         .prepare(&format!(
             "SELECT {} FROM pg_temp.{SHAPE_TABLE} AS {alias}",
             def.select
         ))
         .await
-        .map_err(|e| transform_error(&e, "SELECT ".len(), usize::MAX))?;
+        .map_err(|e| transform_error(def, &e, "SELECT ".len(), usize::MAX))?;
     let shape_oid: u32 = dest
         .query_one(
             "SELECT $1::text::regclass::oid",
@@ -172,34 +244,32 @@ pub async fn build(dest: &Client, def: &Definition, table: SourceTable) -> Resul
         .await
         .map_err(|e| Error::destination("reading the check table", e))?
         .get(0);
-    for key in &table.key {
-        // The shape table numbers the columns densely, in order.
-        let position = table
-            .columns
-            .iter()
-            .position(|c| &c.name == key)
-            .map(|p| p as i16 + 1)
-            .unwrap_or(0);
-        let passes = statement.columns().iter().any(|c| {
-            c.name() == key && c.table_oid() == Some(shape_oid) && c.column_id() == Some(position)
-        });
-        if !passes {
-            problems.push(format!(
+    // The shape table numbers the columns densely, in order.
+    let position = |name: &str| table.columns.iter().position(|c| c.name == name);
+    let reads = |c: &tokio_postgres::Column, name: &str| {
+        let at = position(name).map(|p| p as i16 + 1);
+        c.name() == name && c.table_oid() == Some(shape_oid) && c.column_id() == at
+    };
+    let problems = table
+        .key
+        .iter()
+        .filter(|key| !statement.columns().iter().any(|c| reads(c, key)))
+        .map(|key| {
+            format!(
                 "the select must include the key column {key:?} unchanged (as `{key}`), so \
                  changes from the source can find their rows"
-            ));
-        }
-    }
+            )
+        })
+        .collect();
     // The transform is the identity when, with no filter, its columns are
     // the source's replicated columns, each a plain reference to itself, in
     // order: a column's name and type alone do not say so (`upper(v) AS v`
     // has v's name and type).
-    let replicated: Vec<(i16, &str)> = table
+    let replicated: Vec<&str> = table
         .columns
         .iter()
-        .enumerate()
-        .filter(|(_, c)| c.generated.is_none())
-        .map(|(i, c)| (i as i16 + 1, c.name.as_str()))
+        .filter(|c| c.generated.is_none())
+        .map(|c| c.name.as_str())
         .collect();
     let identity = def.filter.is_none()
         && statement.columns().len() == replicated.len()
@@ -207,39 +277,16 @@ pub async fn build(dest: &Client, def: &Definition, table: SourceTable) -> Resul
             .columns()
             .iter()
             .zip(&replicated)
-            .all(|(c, (position, name))| {
-                c.table_oid() == Some(shape_oid)
-                    && c.column_id() == Some(*position)
-                    && c.name() == *name
-            });
-    let not_portable = match table.columns.iter().any(|c| c.generated.is_some()) {
-        true => {
-            Some("the source table has generated columns, which the destination computes".into())
-        }
-        false if problems.is_empty() => {
-            super::portable::not_portable(dest, &tree, &collations).await?
-        }
-        false => None,
-    };
-    if !problems.is_empty() {
-        return Err(Error::Problems(
-            problems
-                .into_iter()
-                .map(|p| format!("target {}: {p}", def.target))
-                .collect(),
-        ));
-    }
-    dest.batch_execute(&format!(
-        "DROP VIEW pg_temp.{CHECK_VIEW}; DROP TABLE pg_temp.{SHAPE_TABLE}"
-    ))
-    .await
-    .map_err(|e| Error::destination("dropping the check objects", e))?;
+            .all(|(c, name)| reads(c, name));
+    Ok((problems, identity))
+}
 
-    // Values an update leaves alone may arrive as "unchanged TOAST" for any
-    // varlena column, whatever its storage now and whatever the replica
-    // identity now (history may have been written under another): keep
-    // every such column the transform reads beside the derived row.
-    let hidden = referenced
+/// Values an update leaves alone may arrive as "unchanged TOAST" for any
+/// varlena column, whatever its storage now and whatever the replica
+/// identity now (history may have been written under another): every such
+/// column the transform reads is kept beside the derived row.
+fn hidden_columns(table: &SourceTable, referenced: &[String]) -> Vec<HiddenColumn> {
+    referenced
         .iter()
         .filter(|name| !table.key.contains(name))
         .filter_map(|name| table.column(name))
@@ -256,23 +303,7 @@ pub async fn build(dest: &Client, def: &Definition, table: SourceTable) -> Resul
                 sql_type: c.sql_type.clone(),
             }
         })
-        .collect();
-
-    Ok(Plan {
-        def: def.clone(),
-        key: table.key.clone(),
-        source: table,
-        outputs,
-        hidden,
-        referenced,
-        identity,
-        not_portable,
-        collations,
-        warnings: warnings
-            .into_iter()
-            .map(|w| format!("target {}: {w}", def.target))
-            .collect(),
-    })
+        .collect()
 }
 
 /// Why the checked transform is not a row-by-row function of one source
