@@ -5,7 +5,6 @@
 //! its database.
 
 use std::process::Output;
-use std::time::Duration;
 
 use crate::archiver::LocalArchive;
 use crate::support::cluster::{admin_url, archive_url, connect, drop_slots};
@@ -123,7 +122,7 @@ fn every_command_runs_with_the_documented_grants() {
     assert!(plan.contains(": snapshot"), "{plan}");
     ok(&walfill, &["backfill", "orders_summary"], &[]);
     let writer = Writer::start(&src, 3_000, 100_000, 11);
-    std::thread::sleep(Duration::from_secs(1));
+    writer.wait_for_ops(50);
     writer.stop();
     let v2_select = "id, customer_id, lower(status) AS status, total_cents, note";
     walfill.write_config(&config("v2", v2_select));

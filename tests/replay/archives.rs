@@ -116,7 +116,7 @@ fn replay_from_an_archive_on_s3() {
     walfill.ok(&["setup"]);
     create_orders(&db, 10_000);
     let writer = Writer::start(&db, 10_000, 1_000_000, 21);
-    std::thread::sleep(Duration::from_secs(2));
+    writer.wait_for_ops(21);
     assert!(writer.stop() > 20);
     walfill.configure(&db, &format!("{section}\n{}", orders_target("v1")));
     walfill.ok(&["setup"]);
@@ -188,7 +188,7 @@ fn snapshot_then_replay_on_newer_majors() {
         assert_eq!(version_field(&db, "v1", "path"), "snapshot");
 
         let writer = Writer::start(&db, 3_000, 1_000_000, 31);
-        std::thread::sleep(Duration::from_millis(700));
+        writer.wait_for_ops(11);
         assert!(writer.stop() > 10);
         db.exec("ALTER TABLE orders ADD COLUMN region text");
         db.exec("UPDATE orders SET region = 'apac' WHERE id % 9 = 0");

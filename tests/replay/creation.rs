@@ -14,7 +14,7 @@ fn rebuild_by_replay_reads_nothing_from_the_source() {
     two_databases(&src, &dest, &archive).ok(&["setup"]);
     create_orders(&src, 20_000);
     let writer = Writer::start(&src, 20_000, 1_000_000, 5);
-    std::thread::sleep(Duration::from_secs(2));
+    writer.wait_for_ops(51);
     assert!(writer.stop() > 50);
 
     let walfill = two_databases(&src, &dest, &format!("{archive}\n{}", orders_target("v1")));

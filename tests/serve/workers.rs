@@ -143,7 +143,7 @@ fn a_dropped_version_table_is_rebuilt_by_replay_without_a_request() {
     walfill.ok(&["backfill", "orders_summary"]);
     let mut service = Service::start(&walfill, false, &[]);
     let writer = Writer::start(&db, 5_000, 1_000_000, 14);
-    std::thread::sleep(Duration::from_secs(1));
+    writer.wait_for_ops(50);
     db.exec("DROP TABLE derived.orders_summary__v1 CASCADE");
     wait_for(
         &db,

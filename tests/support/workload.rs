@@ -1,6 +1,6 @@
 //! Tables and concurrent writers used by the end-to-end tests.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
@@ -44,6 +44,8 @@ pub fn orders_target(version: &str) -> String {
 /// inserts, updates (status in and out of the filter), deletes and key changes.
 pub struct Writer {
     stop: Arc<AtomicBool>,
+    /// Statements run so far.
+    done: Arc<AtomicU64>,
     handle: JoinHandle<u64>,
 }
 
@@ -66,6 +68,8 @@ impl Writer {
     pub fn start(db: &TestDb, key_range: i64, first_new_key: i64, seed: u64) -> Writer {
         let stop = Arc::new(AtomicBool::new(false));
         let flag = stop.clone();
+        let done = Arc::new(AtomicU64::new(0));
+        let counted = done.clone();
         let mut client = db.client();
         let handle = std::thread::spawn(move || {
             let mut rng = Lcg(seed);
@@ -99,10 +103,25 @@ impl Writer {
                     ops += 1;
                 }
                 tx.commit().expect("commit");
+                counted.store(ops, Ordering::Relaxed);
             }
             ops
         });
-        Writer { stop, handle }
+        Writer { stop, done, handle }
+    }
+
+    /// Waits until at least `ops` statements have committed (a minute at
+    /// most): history written while something else runs.
+    pub fn wait_for_ops(&self, ops: u64) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+        while self.done.load(Ordering::Relaxed) < ops {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the writer ran {} statements in a minute, fewer than {ops}",
+                self.done.load(Ordering::Relaxed)
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
     }
 
     /// Stops and returns the number of statements run.
