@@ -113,7 +113,7 @@ async fn build(
             attempt = request.attempts,
             "refreshing the rows in scope"
         );
-        let done = job::refresh(config, &configured.name, scope, cancel).await?;
+        let done = job::refresh(config, request.id, &configured.name, scope, cancel).await?;
         requests::set_version(dest, request.id, &done.version).await?;
         return Ok(serde_json::json!({
             "version": done.version,

@@ -403,3 +403,96 @@ fn a_scoped_request_refreshes_its_rows_in_place_and_tombstones_lost_keys() {
     assert_eq!(both.status.code(), Some(2));
     service.stop(Duration::from_secs(30));
 }
+
+/// A scoped refresh records its last stored key with each chunk: killed
+/// mid-copy, the next attempt of the request goes on after that key rather
+/// than copying the scope again, and the version ends equal to the
+/// transform of the source.
+#[test]
+fn a_scoped_refresh_killed_mid_copy_resumes_after_its_last_stored_key() {
+    let (db, walfill) = built_v1("sv_scope_resume", 4_000, "");
+    walfill.configure(
+        &db,
+        &format!(
+            "[backfill]\nchunk_rows = 200\n\n{}\n{}",
+            serve_section(""),
+            orders_target("v1")
+        ),
+    );
+    let staging = "derived.orders_summary__v1";
+    db.exec(&format!(
+        "UPDATE {staging} SET status = 'TAMPERED' WHERE id IN (51, 2501)"
+    ));
+    // The third chunk stored, the process dies.
+    let mut first = Service::start(
+        &walfill,
+        false,
+        &[("WALFILL_FAILPOINTS", "refresh.batch@3")],
+    );
+    let id = walfill
+        .ok(&["request", "orders_summary", "--where", "id <= 3000"])
+        .trim()
+        .to_string();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while !first.log().contains("failpoint refresh.batch reached") {
+        assert!(std::time::Instant::now() < deadline, "{}", first.log());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    first.kill9();
+    let progress = |what: &str| {
+        db.value(&format!(
+            "SELECT {what} FROM walfill.requests WHERE id = {id}"
+        ))
+        .unwrap()
+    };
+    assert_eq!(progress("refreshed_rows"), "600", "three chunks of 200");
+    assert_eq!(progress("refreshed_up_to"), "{600}");
+    // Behind walfill's back, in the part already refreshed: an attempt
+    // that started over would repair it, one that goes on leaves it.
+    db.exec(&format!(
+        "UPDATE {staging} SET status = 'AFTER' WHERE id = 61"
+    ));
+
+    let mut second = Service::start(&walfill, false, &[]);
+    wait_for(
+        &db,
+        &format!("SELECT state = 'done' FROM walfill.requests WHERE id = {id}"),
+        Duration::from_secs(120),
+        "the refresh to finish on its next attempt",
+        &[&second],
+    );
+    let log = second.log();
+    assert!(
+        log.contains("resuming the refresh after the last key an earlier attempt stored"),
+        "{log}"
+    );
+    let outcome: serde_json::Value = serde_json::from_str(&progress("outcome::text")).unwrap();
+    assert_eq!(
+        outcome["rows"], 3_000,
+        "every row in scope, once: {outcome}"
+    );
+    let status_of = |id: i64| db.value(&format!("SELECT status FROM {VIEW} WHERE id = {id}"));
+    assert_eq!(
+        status_of(51).as_deref(),
+        Some("OPEN"),
+        "refreshed by the first attempt"
+    );
+    assert_eq!(
+        status_of(2501).as_deref(),
+        Some("OPEN"),
+        "refreshed by the second"
+    );
+    assert_eq!(status_of(61).as_deref(), Some("AFTER"), "not copied again");
+    db.exec(&format!(
+        "UPDATE {staging} SET status = 'OPEN' WHERE id = 61"
+    ));
+    wait_view_matches(
+        &db,
+        VIEW,
+        "orders",
+        ORDERS_SELECT,
+        Some(ORDERS_WHERE),
+        &[&second],
+    );
+    second.stop(Duration::from_secs(30));
+}

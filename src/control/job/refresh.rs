@@ -29,10 +29,10 @@ use walfill_core::{Lsn, Version};
 use walfill_snapshot::Boundary;
 
 use crate::config::Config;
-use crate::control::state::{self, VersionState};
+use crate::control::state::{self, RefreshProgress, VersionState};
 use crate::db::{self, Role};
 use crate::error::{Error, Result};
-use crate::pipeline::apply::{Cursor, HistorySource, Store};
+use crate::pipeline::apply::{self, Batch, Store, Writes};
 use crate::pipeline::source::copy::{CopySource, Pace, Snapshot};
 use crate::pipeline::version_sql::Plan;
 use crate::progress::Progress;
@@ -54,9 +54,11 @@ pub struct Refreshed {
 }
 
 /// Copies the rows of `target`'s source matching `scope` into its active
-/// version again, and tombstones the version's keys the source lost.
+/// version again, and tombstones the version's keys the source lost; for
+/// request `request`, whose earlier attempts' progress it goes on from.
 pub async fn refresh(
     config: &Config,
+    request: i64,
     target: &str,
     scope: &str,
     cancel: &CancellationToken,
@@ -76,6 +78,17 @@ pub async fn refresh(
     let source = db::connect(&config.source, Role::Source).await?;
     let source_table = plan.source.quoted();
     check_scope(&source, &source_table, scope).await?;
+    let mut progress = RefreshProgress::load(&dest, request, target, &version).await?;
+    if let Some(key) = &progress.up_to {
+        tracing::info!(
+            target,
+            %version,
+            scope,
+            after = %key.join(","),
+            rows = progress.rows,
+            "resuming the refresh after the last key an earlier attempt stored"
+        );
+    }
 
     let slot = format!(
         "{}_f{}",
@@ -85,40 +98,18 @@ pub async fn refresh(
     tracing::info!(target, %version, scope, "refreshing; creating a temporary slot for a snapshot");
     let boundary = Boundary::create(&db::replication_url(&config.source), &slot, true)?;
     let at = boundary.lsn;
-    let session = db::connect(&config.source, Role::Source).await?;
-    let format = crate::pipeline::source::copy_format(
-        config.backfill.copy_format,
-        &source,
-        &dest,
+    let mut copy = open_copy(
+        config,
+        (&source, &dest),
         &plan,
-        false,
-    )
-    .await?;
-    let mut copy = CopySource::open(
-        session,
-        &source,
-        &plan,
-        Snapshot {
-            projection: None,
-            name: boundary.snapshot.clone(),
-            lsn: at,
-            scope: Some(scope.to_string()),
-            with_hidden: false,
-            format,
-        },
-        None,
-        Pace {
-            chunk_rows: config.backfill.chunk_rows,
-            max_rows_per_second: config.backfill.max_rows_per_second,
-        },
-        Progress::new(format!("refresh {}", v.label()), None, 0),
-        None,
-        cancel.clone(),
+        &boundary,
+        scope,
+        &progress,
+        cancel,
     )
     .await?;
     let store =
         Store::shared(plan.clone()).with_dead_letter_limit(config.backfill.max_dead_letter_percent);
-    let mut rows = 0;
     {
         let mut throttled = super::throttle::Throttled::new(
             &mut copy,
@@ -128,42 +119,24 @@ pub async fn refresh(
             &v.slot_name,
             cancel,
         );
-        while let Some(mut batch) = throttled.next().await? {
-            let tx = dest
-                .transaction()
-                .await
-                .map_err(|e| Error::destination("starting a refresh chunk", e))?;
-            // The TRUNCATE watermark as the stream has it now: a TRUNCATE
-            // applied since the refresh began removes this chunk's older rows
-            // at once, not only at `settle_truncate` (which still closes the
-            // window of the chunk's own transaction).
-            let truncated = VersionState::load(&tx, target, &version)
-                .await?
-                .and_then(|now| now.truncated)
-                .max(v.truncated);
-            let stored = store.store(&tx, &mut batch, truncated).await?;
-            tx.commit()
-                .await
-                .map_err(|e| Error::destination("committing a refresh chunk", e))?;
-            if let (Some(cursor), Some(read)) = (batch.cursor.as_mut(), &stored.chunk) {
-                cursor.end_chunk(read);
-            }
-            if let Some(cursor) = &batch.cursor {
-                if let Cursor::Copied { rows: n, .. } = cursor {
-                    rows += n;
-                }
-                throttled.stored(cursor).await?;
-            }
-        }
+        apply::run(
+            &mut dest,
+            &store,
+            &mut progress,
+            &mut throttled,
+            cancel,
+            "refresh",
+        )
+        .await?;
     }
     copy.finish().await?;
     let tombstoned = tombstone_absent(&source, &mut dest, &plan, &boundary, at).await?;
     drop(boundary);
-    settle_truncate(&source, &dest, &plan, at, cancel).await?;
+    settle_truncate(&source, &mut dest, (&plan, &store), at, cancel).await?;
     let refreshed = Refreshed {
         version,
         snapshot_lsn: at,
-        rows,
+        rows: progress.rows,
         tombstoned,
     };
     state::record_event(
@@ -174,13 +147,62 @@ pub async fn refresh(
         serde_json::json!({
             "where": scope,
             "snapshot_lsn": at.to_string(),
-            "rows": rows,
+            "rows": refreshed.rows,
             "tombstoned": tombstoned,
         }),
     )
     .await?;
-    tracing::info!(target, version = %refreshed.version, rows, tombstoned, "refreshed");
+    tracing::info!(target, version = %refreshed.version, rows = refreshed.rows, tombstoned, "refreshed");
     Ok(refreshed)
+}
+
+/// The copy of the rows in `scope` under the boundary's snapshot, after the
+/// last key an earlier attempt stored.
+async fn open_copy(
+    config: &Config,
+    (source, dest): (&Client, &Client),
+    plan: &Plan,
+    boundary: &Boundary,
+    scope: &str,
+    progress: &RefreshProgress,
+    cancel: &CancellationToken,
+) -> Result<CopySource> {
+    let session = db::connect(&config.source, Role::Source).await?;
+    let format = crate::pipeline::source::copy_format(
+        config.backfill.copy_format,
+        source,
+        dest,
+        plan,
+        false,
+    )
+    .await?;
+    let (target, version) = (&plan.def.target, &plan.def.version);
+    CopySource::open(
+        session,
+        source,
+        plan,
+        Snapshot {
+            projection: None,
+            name: boundary.snapshot.clone(),
+            lsn: boundary.lsn,
+            scope: Some(scope.to_string()),
+            with_hidden: false,
+            format,
+        },
+        progress.up_to.clone(),
+        Pace {
+            chunk_rows: config.backfill.chunk_rows,
+            max_rows_per_second: config.backfill.max_rows_per_second,
+        },
+        Progress::new(
+            format!("refresh {target}/{version}"),
+            None,
+            progress.rows as u64,
+        ),
+        None,
+        cancel.clone(),
+    )
+    .await
 }
 
 /// Refuses a scope the source cannot run, with PostgreSQL's reason.
@@ -253,12 +275,13 @@ async fn tombstone_absent(
 }
 
 /// Waits for the stream to pass a position after every write of the
-/// refresh, then deletes what the version's TRUNCATE watermark says is gone
-/// (rows a TRUNCATE applied meanwhile could not see).
+/// refresh, then stores the version's TRUNCATE watermark again (its rows
+/// older than it are gone: a TRUNCATE applied meanwhile could not see the
+/// refresh's newest rows).
 async fn settle_truncate(
     source: &Client,
-    dest: &Client,
-    plan: &Plan,
+    dest: &mut Client,
+    (plan, store): (&Plan, &Store),
     at: Lsn,
     cancel: &CancellationToken,
 ) -> Result<()> {
@@ -284,16 +307,21 @@ async fn settle_truncate(
         cancel,
     )
     .await?;
-    let truncated = VersionState::load(dest, target, version)
+    let truncated = VersionState::load(&*dest, target, version)
         .await?
         .and_then(|v| v.truncated);
-    if let Some(t) = truncated.filter(|t| *t > Version::snapshot(at)) {
-        dest.execute(
-            plan.truncate_sql().as_str(),
-            &[&t.commit_lsn.to_string(), &(t.seq as i32), &None::<i64>],
-        )
-        .await
-        .map_err(|e| Error::destination("applying a TRUNCATE the refresh raced with", e))?;
-    }
-    Ok(())
+    let Some(t) = truncated.filter(|t| *t > Version::snapshot(at)) else {
+        return Ok(());
+    };
+    let failed = |e| Error::destination("applying a TRUNCATE the refresh raced with", e);
+    let tx = dest.transaction().await.map_err(failed)?;
+    let mut batch = Batch {
+        writes: Writes::None,
+        truncate: Some(t),
+        truncate_xid: None,
+        changes: 0,
+        cursor: None,
+    };
+    store.store(&tx, &mut batch, None).await?;
+    tx.commit().await.map_err(failed)
 }

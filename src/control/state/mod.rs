@@ -7,10 +7,12 @@
 
 pub mod lock;
 mod progress;
+mod refresh;
 pub mod requests;
 mod transition;
 mod version;
 
+pub use refresh::RefreshProgress;
 pub use transition::{retire_phase, swap_phases, FillStart};
 pub use version::{NewVersion, Path, Phase, Stage, VersionState};
 
@@ -42,7 +44,10 @@ pub async fn require(client: &impl GenericClient) -> Result<()> {
                                    AND attname = 'stale' AND NOT attisdropped)
                     AND EXISTS (SELECT FROM pg_attribute
                                  WHERE attrelid = to_regclass('walfill.versions')
-                                   AND attname = 'wal_read_bytes' AND NOT attisdropped)",
+                                   AND attname = 'wal_read_bytes' AND NOT attisdropped)
+                    AND EXISTS (SELECT FROM pg_attribute
+                                 WHERE attrelid = to_regclass('walfill.requests')
+                                   AND attname = 'refreshed_up_to' AND NOT attisdropped)",
             &[],
         )
         .await

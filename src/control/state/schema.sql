@@ -195,6 +195,11 @@ CREATE TABLE IF NOT EXISTS walfill.configured (
 -- A request with a scope (`scope`: a condition on the source's columns)
 -- refreshes the matching rows in the published version instead.
 ALTER TABLE walfill.requests ADD COLUMN IF NOT EXISTS scope text;
+-- A scoped refresh's durable cursor: the key of the last source row in
+-- scope it stored (in the source's key order) and the rows stored so far.
+-- The next attempt of the same request goes on after that key.
+ALTER TABLE walfill.requests ADD COLUMN IF NOT EXISTS refreshed_up_to text[];
+ALTER TABLE walfill.requests ADD COLUMN IF NOT EXISTS refreshed_rows bigint NOT NULL DEFAULT 0;
 DROP FUNCTION IF EXISTS walfill.request_backfill(text);
 CREATE OR REPLACE FUNCTION walfill.request_backfill(target text, scope text DEFAULT NULL)
 RETURNS bigint LANGUAGE plpgsql AS $fn$

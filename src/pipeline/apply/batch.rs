@@ -196,6 +196,13 @@ pub trait RecordProgress {
     /// The newest TRUNCATE stored in the version so far.
     fn truncated(&self) -> Option<Version>;
 
+    /// Reads, in the transaction a batch is about to be stored in, what
+    /// [`RecordProgress::truncated`] should say for it (when another
+    /// writer, the version's own stream, may have moved it).
+    async fn before_batch(&mut self, _tx: &Transaction<'_>) -> Result<()> {
+        Ok(())
+    }
+
     /// Records `cursor`, the `changes` the batch carried and the newest
     /// TRUNCATE stored, in `tx`. Fails when the version is no longer this
     /// process's to write, so that `tx` does not commit.

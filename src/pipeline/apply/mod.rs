@@ -8,17 +8,15 @@
 //! - [`external`]: the same fold beyond memory, spilling sorted runs to
 //!   disk and merging them, for a replay;
 //! - [`store`]: a batch stored by the version rule;
-//! - [`run`]: the loop — store, record the cursor in the same destination
-//!   transaction, commit, then confirm to the source;
-//! - [`lanes`]: the same loop over several destination sessions at once,
-//!   for a fresh version's load;
+//! - [`run`]: the one loop — store, record the cursor in the same
+//!   destination transaction, commit, then confirm to the source; over one
+//!   destination session or, for a fresh version's load, several (lanes);
 //! - [`stream_desc`]: the attribute numbers of a logical stream's columns.
 
 mod batch;
 mod dead;
 mod external;
 mod fold;
-mod lanes;
 mod run;
 mod store;
 mod stream_desc;
@@ -27,7 +25,6 @@ pub use batch::{Batch, ChunkSnapshot, Cursor, HistorySource, RecordProgress, Wri
 pub use dead::is_data_error;
 pub use external::{ExternalFold, Merged, Spilled, WalRead};
 pub use fold::{ColumnMap, Entry, Era, Fold, Folder, Op};
-pub use lanes::run_lanes;
-pub use run::{run, Applied};
+pub use run::{run, run_lanes, Applied};
 pub use store::{Store, Stored};
 pub use stream_desc::{describe_relation, DescColumn, StreamDesc};

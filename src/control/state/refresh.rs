@@ -1,0 +1,103 @@
+//! A scoped refresh's progress, recorded on its request inside each chunk's
+//! transaction: the key of the last source row stored and the rows stored
+//! so far. A later attempt of the same request goes on after that key.
+//!
+//! Going on from there under a newer snapshot is exact: the chunks stored
+//! under the earlier one are kept current by the version's stream since,
+//! like every row of the version, and the keys the source lost are found
+//! at the end over the whole scope, under the last snapshot.
+
+use tokio_postgres::{GenericClient, Transaction};
+use walfill_core::Version;
+
+use super::version::VersionState;
+use crate::error::{Error, Result};
+use crate::pipeline::apply::{Cursor, RecordProgress};
+
+/// Where the refresh of request `request` is.
+#[derive(Debug)]
+pub struct RefreshProgress {
+    request: i64,
+    target: String,
+    version: String,
+    /// The key of the last source row stored (`None`: none yet).
+    pub up_to: Option<Vec<String>>,
+    /// Source rows stored so far, by every attempt.
+    pub rows: i64,
+    /// The version's TRUNCATE watermark, as of the batch being stored.
+    truncated: Option<Version>,
+}
+
+impl RefreshProgress {
+    /// The progress request `request` recorded for its refresh of
+    /// `version` of `target` (nothing, on its first attempt).
+    pub async fn load(
+        client: &impl GenericClient,
+        request: i64,
+        target: &str,
+        version: &str,
+    ) -> Result<RefreshProgress> {
+        let row = client
+            .query_opt(
+                "SELECT refreshed_up_to, refreshed_rows FROM walfill.requests WHERE id = $1",
+                &[&request],
+            )
+            .await
+            .map_err(|e| Error::destination("reading the refresh's progress", e))?;
+        let (up_to, rows) = match row {
+            Some(row) => (row.get(0), row.get(1)),
+            None => (None, 0),
+        };
+        Ok(RefreshProgress {
+            request,
+            target: target.into(),
+            version: version.into(),
+            up_to,
+            rows,
+            truncated: None,
+        })
+    }
+}
+
+impl RecordProgress for RefreshProgress {
+    fn truncated(&self) -> Option<Version> {
+        self.truncated
+    }
+
+    /// The TRUNCATE watermark as the version's stream has it now: a
+    /// TRUNCATE applied since the refresh began removes the chunk's older
+    /// rows at once.
+    async fn before_batch(&mut self, tx: &Transaction<'_>) -> Result<()> {
+        self.truncated = VersionState::load(tx, &self.target, &self.version)
+            .await?
+            .and_then(|now| now.truncated);
+        Ok(())
+    }
+
+    /// Records the chunk's last key and rows on the request. The watermark
+    /// is the stream's to record, not the refresh's.
+    async fn record_batch(
+        &mut self,
+        tx: &Transaction<'_>,
+        cursor: &Cursor,
+        _changes: i64,
+        _truncated: Option<Version>,
+    ) -> Result<()> {
+        let Cursor::Copied { last_key, rows, .. } = cursor else {
+            return Err(Error::Internal(format!(
+                "a refresh stores copied chunks, not {cursor:?}"
+            )));
+        };
+        tx.execute(
+            "UPDATE walfill.requests
+                SET refreshed_up_to = $2, refreshed_rows = refreshed_rows + $3
+              WHERE id = $1",
+            &[&self.request, last_key, rows],
+        )
+        .await
+        .map_err(|e| Error::destination("recording the refresh's progress", e))?;
+        self.up_to = Some(last_key.clone());
+        self.rows += rows;
+        Ok(())
+    }
+}
