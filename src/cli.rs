@@ -6,7 +6,9 @@ use clap::{Parser, Subcommand, ValueEnum};
 use walfill_replay::archive::Layout;
 use walfill_replay::Lsn;
 
+use crate::config::{Config, PgUrl};
 use crate::control::route::PathChoice;
+use crate::error::{Error, Result};
 
 /// `--layout`: an archive layout, or `auto` (`None`: detect it).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -494,4 +496,16 @@ pub struct DecodeCommand {
     /// Directory for spill files (default: the system's temporary directory).
     #[arg(long)]
     pub spill_dir: Option<PathBuf>,
+}
+
+/// `--source`, or the configuration's source.
+pub fn source_url(given: Option<&str>, config: Option<&Config>) -> Result<PgUrl> {
+    match given {
+        Some(url) => {
+            PgUrl::parse(url, "--source").map_err(|m| Error::Request(format!("--source: {m}")))
+        }
+        None => config
+            .map(|c| c.source.clone())
+            .ok_or_else(|| Error::Request("no source: give --source URL".into())),
+    }
 }

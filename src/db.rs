@@ -8,6 +8,8 @@
 
 use tokio_postgres::{Client, NoTls};
 
+use tokio_postgres::error::SqlState;
+
 use crate::config::PgUrl;
 use crate::error::{Error, Result};
 
@@ -131,12 +133,17 @@ pub async fn connect(url: &PgUrl, role: Role) -> Result<Client> {
 pub fn connect_error(url: &PgUrl, role: Role, err: &tokio_postgres::Error) -> Error {
     let key = url.origin();
     let message = if let Some(db) = err.as_db_error() {
-        let fix = match db.code().code() {
-            "28P01" => format!("check the password in {key}"),
-            "28000" => format!("check the user in {key} and the server's pg_hba.conf"),
-            "3D000" => format!("check the database name in {key}"),
-            "53300" => "the server has no free connection slots; retry later".to_string(),
-            _ => "see the server's message".to_string(),
+        let code = db.code();
+        let fix = if *code == SqlState::INVALID_PASSWORD {
+            format!("check the password in {key}")
+        } else if *code == SqlState::INVALID_AUTHORIZATION_SPECIFICATION {
+            format!("check the user in {key} and the server's pg_hba.conf")
+        } else if *code == SqlState::INVALID_CATALOG_NAME {
+            format!("check the database name in {key}")
+        } else if *code == SqlState::TOO_MANY_CONNECTIONS {
+            "the server has no free connection slots; retry later".to_string()
+        } else {
+            "see the server's message".to_string()
         };
         format!("{} [SQLSTATE {}]; {fix}", db.message(), db.code().code())
     } else {

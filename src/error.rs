@@ -4,6 +4,9 @@
 use walfill_core::sql::{describe_pg_error, error_chain, sql_class, SqlClass};
 use walfill_snapshot::SnapshotError;
 
+use walfill_replay::archive::ArchiveError;
+use walfill_replay::decode::ReplayError;
+
 use crate::config::ConfigError;
 
 /// Anything that stops a command.
@@ -35,15 +38,15 @@ pub enum Error {
     },
     /// Archived WAL could not be read.
     #[error(transparent)]
-    Archive(#[from] walfill_replay::archive::ArchiveError),
+    Archive(#[from] ArchiveError),
     /// WAL could not be decoded: names the LSN and segment file.
-    #[error("{0}")]
-    Decode(String),
+    #[error(transparent)]
+    Decode(Box<ReplayError>),
     /// The archived history cannot serve a replay (a missing or damaged
     /// segment or base snapshot, a table the journal lost track of): a
     /// snapshot can.
-    #[error("{0}")]
-    History(String),
+    #[error(transparent)]
+    History(#[from] Gap),
     /// Checks found problems; each names its fix.
     #[error("{}", format_problems(.0))]
     Problems(Vec<String>),
@@ -84,6 +87,35 @@ pub enum Error {
     /// Writing the command's output failed (its reader went away, say).
     #[error("writing the output: {0}")]
     Output(#[source] std::io::Error),
+}
+
+/// Why the archived history cannot serve a replay.
+#[derive(Debug, thiserror::Error)]
+pub enum Gap {
+    /// The decoder met a gap in the archived WAL (a segment missing or of
+    /// another timeline, a table the journal lost track of).
+    #[error(transparent)]
+    Wal(Box<ReplayError>),
+    /// The archive could not give what a replay needs.
+    #[error(transparent)]
+    Archive(ArchiveError),
+    /// What walfill found missing, in words.
+    #[error("{0}")]
+    Missing(String),
+}
+
+impl From<ReplayError> for Error {
+    fn from(e: ReplayError) -> Error {
+        Error::Decode(Box::new(e))
+    }
+}
+
+impl Error {
+    /// The archived history cannot serve a replay: `reason` says what is
+    /// missing.
+    pub fn history(reason: impl Into<String>) -> Error {
+        Error::History(Gap::Missing(reason.into()))
+    }
 }
 
 /// A label of a source enum type that the destination's type lacks.

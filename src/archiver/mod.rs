@@ -33,10 +33,10 @@
 mod error;
 mod frame;
 mod push;
+mod replication;
 mod run;
 mod segment;
 mod slot;
-mod source;
 mod stream;
 mod writer;
 

@@ -28,7 +28,7 @@ use crate::config::Config;
 use crate::retry::Backoff;
 
 use super::error::ArchiverError;
-use super::source::{is_valid_slot_name, Source, SystemInfo};
+use super::replication::{is_valid_slot_name, Source, SystemInfo};
 use super::stream::{Confirmed, Session, SessionEnd, Settings};
 use super::writer::Writer;
 use super::ArchiveOptions;

@@ -8,7 +8,7 @@ use crate::upstream::catalog;
 
 /// Prints the catalog of `--source`, or of the configuration's source.
 pub async fn catalog(source: Option<&str>, config: Option<&Config>) -> Result<u8> {
-    let url = super::source_url(source, config)?;
+    let url = crate::cli::source_url(source, config)?;
     let client = db::connect(&url, Role::Source).await?;
     let snapshot = catalog::load(&client).await?.snapshot();
     let text = serde_json::to_string_pretty(&snapshot)

@@ -19,7 +19,7 @@ use std::path::Path;
 use tokio_util::sync::CancellationToken;
 
 use crate::cli::Command;
-use crate::config::{Config, PgUrl};
+use crate::config::Config;
 use crate::control::{job, retire, route, status, verify};
 use crate::error::{Error, Result};
 
@@ -100,16 +100,4 @@ pub async fn run(
         Command::Decode(_) | Command::Catalog { .. } => unreachable!("handled above"),
     }
     Ok(0)
-}
-
-/// `--source`, or the configuration's source.
-fn source_url(given: Option<&str>, config: Option<&Config>) -> Result<PgUrl> {
-    match given {
-        Some(url) => {
-            PgUrl::parse(url, "--source").map_err(|m| Error::Request(format!("--source: {m}")))
-        }
-        None => config
-            .map(|c| c.source.clone())
-            .ok_or_else(|| Error::Request("no source: give --source URL".into())),
-    }
 }

@@ -1,6 +1,7 @@
 //! `walfill backfill`, `swap` and `rollback`: building a target's new
 //! version and choosing which version its view shows.
 
+use tokio_postgres::Client;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::Config;
@@ -33,9 +34,7 @@ pub async fn swap(
     force: bool,
     cancel: &CancellationToken,
 ) -> Result<()> {
-    config.target(target)?;
-    let mut dest = db::connect(&config.destination, Role::Destination).await?;
-    state::require(&dest).await?;
+    let mut dest = state_session(config, target).await?;
     job::swap(config, &mut dest, target, version, force, cancel).await?;
     crate::say!("{target} now shows version {version}")?;
     Ok(())
@@ -48,10 +47,17 @@ pub async fn rollback(
     force: bool,
     cancel: &CancellationToken,
 ) -> Result<()> {
-    config.target(target)?;
-    let mut dest = db::connect(&config.destination, Role::Destination).await?;
-    state::require(&dest).await?;
+    let mut dest = state_session(config, target).await?;
     let version = job::rollback(config, &mut dest, target, force, cancel).await?;
     crate::say!("{target} now shows version {version} again")?;
     Ok(())
+}
+
+/// A session on the destination, whose state schema is in place, for a
+/// configured `target`.
+async fn state_session(config: &Config, target: &str) -> Result<Client> {
+    config.target(target)?;
+    let dest = db::connect(&config.destination, Role::Destination).await?;
+    state::require(&dest).await?;
+    Ok(dest)
 }

@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use futures_util::{SinkExt, StreamExt};
-use tokio_postgres::Client;
+use tokio_postgres::{Client, GenericClient};
 use tokio_util::sync::CancellationToken;
 use walfill_core::Lsn;
 
@@ -56,6 +56,41 @@ pub struct Verified {
     pub failing: Vec<Vec<String>>,
     /// How many of those the version has no dead letter for.
     pub unrecorded: u64,
+}
+
+impl Verified {
+    /// Records the verdict on `version` of `target` as a `verified` event;
+    /// fails, naming each difference (the version `differs` from its
+    /// source, as the caller puts it), when a range differed.
+    pub async fn record(
+        &self,
+        dest: &impl GenericClient,
+        target: &str,
+        version: &str,
+        differs: &str,
+    ) -> Result<()> {
+        state::record_event(
+            dest,
+            target,
+            Some(version),
+            "verified",
+            serde_json::json!({
+                "ranges": self.ranges,
+                "rows": self.rows,
+                "differences": self.differences,
+            }),
+        )
+        .await?;
+        if self.differences.is_empty() {
+            return Ok(());
+        }
+        Err(Error::Problems(
+            self.differences
+                .iter()
+                .map(|d| format!("version {version} of {target} {differs}: {d}"))
+                .collect(),
+        ))
+    }
 }
 
 /// Verifies `version` (default: the active one) of `target`; says what it

@@ -102,27 +102,9 @@ async fn publish(
     if crate::control::job::verifies(config, Some(configured), verify) {
         let verified =
             crate::control::verify::verify_version(config, dest, target, version, cancel).await?;
-        state::record_event(
-            &*dest,
-            target,
-            Some(version),
-            "verified",
-            serde_json::json!({
-                "ranges": verified.ranges,
-                "rows": verified.rows,
-                "differences": verified.differences,
-            }),
-        )
-        .await?;
-        if !verified.differences.is_empty() {
-            return Err(Error::Problems(
-                verified
-                    .differences
-                    .iter()
-                    .map(|d| format!("version {version} of {target} differs from its source: {d}"))
-                    .collect(),
-            ));
-        }
+        verified
+            .record(&*dest, target, version, "differs from its source")
+            .await?;
     }
     crate::control::job::swap(config, dest, target, version, false, cancel).await
 }

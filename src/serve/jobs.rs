@@ -114,7 +114,6 @@ async fn build(
             "refreshing the rows in scope"
         );
         let done = job::refresh(config, request.id, &configured.name, scope, cancel).await?;
-        requests::set_version(dest, request.id, &done.version).await?;
         return Ok(serde_json::json!({
             "version": done.version,
             "path": "refresh",

@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 use walfill_core::Lsn;
 use walfill_replay::archive::{Archive, ArchiveError, ReadOptions};
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Gap, Result};
 
 /// The source's current WAL write position.
 pub async fn current_wal_lsn(source: &Client) -> Result<Lsn> {
@@ -105,7 +105,7 @@ pub async fn wait_for_archive(
         }
         let waited = started.elapsed();
         if waited > wait {
-            return Err(Error::History(format!(
+            return Err(Error::history(format!(
                 "{missing}, and the replay needs WAL up to its boundary {boundary}; is WAL being \
                  archived (archive_command, or `walfill archive`)? [archive] wait_seconds (now \
                  {}) sets how long to wait",
@@ -152,7 +152,7 @@ async fn missing(archive: &Archive, from: Lsn, boundary: Lsn) -> Result<Option<S
                 .iter()
                 .any(|s| s.name.segno.start_lsn(size) > lsn);
             if later {
-                return Err(Error::History(format!(
+                return Err(Error::history(format!(
                     "segment {name} (WAL from {lsn}) is missing from the archive, which holds \
                      later WAL"
                 )));
@@ -162,6 +162,6 @@ async fn missing(archive: &Archive, from: Lsn, boundary: Lsn) -> Result<Option<S
             )))
         }
         Err(ArchiveError::NoSegments { .. }) => Ok(Some("the archive holds no WAL".into())),
-        Err(e) => Err(Error::History(e.to_string())),
+        Err(e) => Err(Error::History(Gap::Archive(e))),
     }
 }

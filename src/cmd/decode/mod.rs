@@ -45,7 +45,7 @@ pub async fn command(given: DecodeCommand, config: Option<&Config>) -> Result<u8
         })?;
     let catalog = match given.catalog {
         Some(path) => CatalogSource::File(path),
-        None => CatalogSource::Database(super::source_url(given.source.as_deref(), config)?),
+        None => CatalogSource::Database(crate::cli::source_url(given.source.as_deref(), config)?),
     };
     let args = DecodeArgs {
         archive,

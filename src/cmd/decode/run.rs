@@ -88,7 +88,7 @@ impl DecodeRun {
         );
         let mut decoder = Decoder::new(catalog, options);
         let fed = decode_segments(segments, self.restart_from, self.to, &mut decoder, sink)
-            .map_err(|e| Error::Decode(e.to_string()))?;
+            .map_err(Error::from)?;
         Ok(Outcome {
             stats: decoder.stats(),
             unsupported: decoder.unsupported().clone(),

@@ -93,7 +93,7 @@ async fn prepare(
         crate::error::Error::Internal(format!("{} is not in the source's catalog", plan.source))
     })?;
     if let Some(why) = crate::pipeline::base::undecodable(&relation.spec) {
-        return Err(crate::error::Error::History(format!(
+        return Err(crate::error::Error::history(format!(
             "no base snapshot can be kept of {}: {why}",
             plan.source
         )));

@@ -236,7 +236,7 @@ async fn compact_table(
     }
     let outcome = source.finish().await?;
     if !outcome.reached_boundary {
-        return Err(Error::History(format!(
+        return Err(Error::history(format!(
             "the archived WAL ends at {}, before the compaction's boundary {boundary}",
             outcome.end
         )));
@@ -311,14 +311,14 @@ async fn archive_identity(archive: &Archive, system_id: u64) -> Result<Identity>
     let history = match archive.history_text(&list, timeline).await? {
         Some(text) => text,
         None => {
-            return Err(Error::History(format!(
+            return Err(Error::history(format!(
                 "the archive holds WAL of timeline {timeline} but not its history file, which \
                  says how it branched; store it in the archive, or compact with the source up"
             )))
         }
     };
     Identity::new(system_id, timeline.0, &history)
-        .map_err(|e| Error::History(format!("the archive's history of timeline {timeline}: {e}")))
+        .map_err(|e| Error::history(format!("the archive's history of timeline {timeline}: {e}")))
 }
 
 /// The new base's boundary (the first record of the newest complete

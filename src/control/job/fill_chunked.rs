@@ -20,7 +20,7 @@ use tokio_postgres::{Client, IsolationLevel};
 use walfill_core::sql::quote_literal;
 use walfill_snapshot::{Boundary, CopyFormat, Projection, ReplicationConnection};
 
-use super::copy_rows::{projection, rows_label};
+use super::copy_rows::{route, rows_label};
 use super::Context;
 use crate::control::state::{FillStart, Phase, VersionState};
 use crate::db::{self, Role};
@@ -103,16 +103,7 @@ pub(super) async fn fill_chunked(
         ranges =
             Some(super::ranges::plan(cx.source, dest, plan, cx.config.backfill.workers).await?);
     }
-    let direct = loading && plan.is_identity();
-    let format = crate::pipeline::source::copy_format(
-        cx.config.backfill.copy_format,
-        cx.source,
-        dest,
-        plan,
-        false,
-    )
-    .await?;
-    let projection = projection(cx, dest, plan, loading && !direct, format).await?;
+    let (direct, format, projection) = route(cx, dest, plan, loading, false).await?;
     tracing::info!(
         table = %plan.staging_table(),
         mode = "chunked: a short transaction per chunk",
@@ -121,14 +112,8 @@ pub(super) async fn fill_chunked(
         resume_after = %state.copy_cursor.as_ref().map(|k| k.join(", ")).unwrap_or_else(|| "(start)".into()),
         "loading"
     );
-    let store = if direct {
-        Store::loading_directly(plan.clone())
-    } else if loading {
-        Store::loading(plan.clone())
-    } else {
-        Store::new(plan.clone())
-    }
-    .with_dead_letter_limit(cx.config.backfill.max_dead_letter_percent);
+    let store = Store::for_copy(plan.clone(), direct, loading)
+        .with_dead_letter_limit(cx.config.backfill.max_dead_letter_percent);
     match ranges {
         None => copy_serially(cx, dest, state, plan, &store, (direct, format, projection)).await?,
         Some(ranges) => {

@@ -6,7 +6,7 @@
 use tokio_postgres::Client;
 use walfill_snapshot::{Boundary, CopyFormat, ReplicationConnection};
 
-use super::copy_rows::{projection, rows_label};
+use super::copy_rows::{route, rows_label};
 use super::Context;
 use crate::config::SnapshotMode;
 use crate::control::state::{FillStart, Phase, VersionState};
@@ -68,16 +68,7 @@ pub(super) async fn fill_copy(
         let base = super::base::writer(cx.config, cx.source, plan, &slot, boundary.lsn).await;
         // The base snapshot keeps the source's rows, so rows go straight
         // into the table only without one.
-        let direct = loading && plan.is_identity() && base.is_none();
-        let format = crate::pipeline::source::copy_format(
-            cx.config.backfill.copy_format,
-            cx.source,
-            dest,
-            plan,
-            base.is_some(),
-        )
-        .await?;
-        let projection = projection(cx, dest, plan, loading && !direct, format).await?;
+        let (direct, format, projection) = route(cx, dest, plan, loading, base.is_some()).await?;
         let copy = open(
             cx,
             snapshot_session,
@@ -113,16 +104,7 @@ pub(super) async fn fill_copy(
                  next snapshot backfill of this table that runs uninterrupted leaves one"
             );
         }
-        let direct = loading && plan.is_identity();
-        let format = crate::pipeline::source::copy_format(
-            cx.config.backfill.copy_format,
-            cx.source,
-            dest,
-            plan,
-            false,
-        )
-        .await?;
-        let projection = projection(cx, dest, plan, loading && !direct, format).await?;
+        let (direct, format, projection) = route(cx, dest, plan, loading, false).await?;
         let copy = open(
             cx,
             snapshot_session,
@@ -147,14 +129,8 @@ pub(super) async fn fill_copy(
         rows = rows_label(direct, projected),
         "loading"
     );
-    let store = if direct {
-        Store::loading_directly(plan.clone())
-    } else if loading {
-        Store::loading(plan.clone())
-    } else {
-        Store::new(plan.clone())
-    }
-    .with_dead_letter_limit(cx.config.backfill.max_dead_letter_percent);
+    let store = Store::for_copy(plan.clone(), direct, loading)
+        .with_dead_letter_limit(cx.config.backfill.max_dead_letter_percent);
     let mut copy = copy;
     let (target, version) = (state.target.clone(), state.version.clone());
     let mut throttled =

@@ -41,7 +41,7 @@ pub(super) async fn fill_replay(
         .config
         .archive
         .as_deref()
-        .ok_or_else(|| Error::History("no archive is configured any more".into()))?;
+        .ok_or_else(|| Error::history("no archive is configured any more"))?;
     let archive = cx.config.open_archive(url)?;
     let start: ReplayStart = state
         .replay_base
@@ -49,7 +49,7 @@ pub(super) async fn fill_replay(
         .map(serde_json::from_value)
         .transpose()
         .map_err(|e| Error::Internal(format!("the recorded replay start is unreadable: {e}")))?
-        .ok_or_else(|| Error::History("the version has no recorded replay start".into()))?;
+        .ok_or_else(|| Error::history("the version has no recorded replay start"))?;
     let slot = state.slot_name.clone();
     let health = crate::upstream::slot_health(cx.source, &slot).await?;
     let mut connection = None;
@@ -177,7 +177,7 @@ pub(super) async fn fill_replay(
         // The archive's unfinished segment ends before the boundary: wait
         // for the archiver to store more of it, then decode again.
         if started.elapsed() > wait {
-            return Err(Error::History(format!(
+            return Err(Error::history(format!(
                 "the archived WAL ends at {} (in an unfinished .partial segment), before the \
                  replay's boundary {boundary}; is the archiver running?",
                 outcome.end
@@ -200,7 +200,7 @@ pub(super) async fn fill_replay(
         pause(Duration::from_secs(1), cx.cancel).await?;
     };
     let relation = outcome.relation.ok_or_else(|| {
-        Error::History(format!(
+        Error::history(format!(
             "the archive does not describe {} at the replay's boundary",
             plan.source
         ))

@@ -78,7 +78,7 @@ pub async fn refresh(
     let source = db::connect(&config.source, Role::Source).await?;
     let source_table = plan.source.quoted();
     check_scope(&source, &source_table, scope).await?;
-    let mut progress = RefreshProgress::load(&dest, request, target, &version).await?;
+    let mut progress = RefreshProgress::begin(&dest, request, target, &version).await?;
     if let Some(key) = &progress.up_to {
         tracing::info!(
             target,

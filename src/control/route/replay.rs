@@ -4,13 +4,13 @@
 
 use tokio_postgres::Client;
 use walfill_core::Lsn;
-use walfill_replay::archive::{Archive, ArchiveError, Layout};
+use walfill_replay::archive::{Archive, ArchiveError, Layout, ReadOptions};
 use walfill_replay::decode::{changed_without_rows, is_supported, Identity, NewRelation};
 use walfill_replay::{SegmentName, SegmentNo, TimelineId};
 
 use super::creation::{self, creation_start};
 use super::scan::{scan_journal, Scan};
-use super::{oldest_catalog_xid, source_identity, summarized_wal, Decision, ReplayStart};
+use super::{source_identity, Decision, ReplayStart};
 use crate::config::Config;
 use crate::control::state::Path;
 use crate::error::{Error, Result};
@@ -398,4 +398,53 @@ fn supported(plan: &Plan, relation: &NewRelation) -> Checked<()> {
         }
     }
     Ok(())
+}
+
+/// Bytes of the archived WAL from `restart` on that a replay of a table of
+/// `database` would take from segment summaries (0 without a store of
+/// summaries, or when they cannot be read: the estimate then counts it all).
+async fn summarized_wal(
+    (archive, store): (&Archive, Option<&Archive>),
+    restart: Lsn,
+    database: u32,
+    timeline: TimelineId,
+) -> u64 {
+    let Some(store) = store else {
+        return 0;
+    };
+    let options = ReadOptions::default().following(timeline);
+    match archive
+        .survey_summaries(store, restart, options, database)
+        .await
+    {
+        Ok(survey) => survey.summarized_bytes,
+        Err(e) => {
+            tracing::debug!(error = %e, "segment summaries not surveyed");
+            0
+        }
+    }
+}
+
+/// The oldest transaction that wrote one of the table's catalog rows
+/// (`pg_class`, its row type, its columns): the creating one, unless all of
+/// them were rewritten since.
+async fn oldest_catalog_xid(source: &Client, relid: u32) -> Result<Option<u32>> {
+    let row = source
+        .query_one(
+            "SELECT x::text FROM (
+                 SELECT xmin AS x FROM pg_class WHERE oid = $1
+                 UNION ALL
+                 SELECT t.xmin FROM pg_type t JOIN pg_class c ON c.reltype = t.oid
+                  WHERE c.oid = $1
+                 UNION ALL
+                 SELECT xmin FROM pg_attribute WHERE attrelid = $1 AND attnum > 0
+             ) s ORDER BY age(x) DESC LIMIT 1",
+            &[&relid],
+        )
+        .await
+        .map_err(|e| Error::source_query("reading the table's catalog rows", e))?;
+    Ok(row
+        .get::<_, Option<String>>(0)
+        .and_then(|t| t.parse::<u32>().ok())
+        .filter(|x| *x >= 3))
 }

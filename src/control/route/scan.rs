@@ -10,7 +10,7 @@ use walfill_replay::decode::{
 };
 use walfill_replay::TimelineId;
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Gap, Result};
 use crate::pipeline::base::decode_summarized;
 
 /// What a journal scan found.
@@ -103,7 +103,7 @@ pub async fn scan_journal(
             summaries.map(|store| (store, database)),
             (&mut decoder, &mut Discard),
         );
-        let fed = fed.map_err(|e| Error::History(e.to_string()))?;
+        let fed = fed.map_err(|e| Error::History(Gap::Wal(Box::new(e))))?;
         tracing::info!(
             %from,
             end = %fed.end,

@@ -5,8 +5,8 @@
 //! after them; a batch of applied changes and the LSN after them; a view swap
 //! and the record of which version is active.
 
+mod cursor;
 pub mod lock;
-mod progress;
 mod refresh;
 pub mod requests;
 mod transition;

@@ -29,9 +29,10 @@ pub struct RefreshProgress {
 }
 
 impl RefreshProgress {
-    /// The progress request `request` recorded for its refresh of
-    /// `version` of `target` (nothing, on its first attempt).
-    pub async fn load(
+    /// Records on request `request` that it refreshes `version` of
+    /// `target`, and returns the progress its earlier attempts recorded
+    /// (nothing, on its first).
+    pub async fn begin(
         client: &impl GenericClient,
         request: i64,
         target: &str,
@@ -39,8 +40,9 @@ impl RefreshProgress {
     ) -> Result<RefreshProgress> {
         let row = client
             .query_opt(
-                "SELECT refreshed_up_to, refreshed_rows FROM walfill.requests WHERE id = $1",
-                &[&request],
+                "UPDATE walfill.requests SET version = $2 WHERE id = $1
+                 RETURNING refreshed_up_to, refreshed_rows",
+                &[&request, &version],
             )
             .await
             .map_err(|e| Error::destination("reading the refresh's progress", e))?;

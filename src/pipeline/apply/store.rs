@@ -79,6 +79,17 @@ impl Store {
         }
     }
 
+    /// The store of a snapshot copy: [`Store::loading_directly`] when its
+    /// rows go `direct`ly into a table being loaded, [`Store::loading`]
+    /// when they go through the transform into one, else [`Store::new`].
+    pub fn for_copy(plan: Plan, direct: bool, loading: bool) -> Store {
+        match (direct, loading) {
+            (true, _) => Store::loading_directly(plan),
+            (false, true) => Store::loading(plan),
+            (false, false) => Store::new(plan),
+        }
+    }
+
     /// A store for `plan`'s table while its live stream writes it too:
     /// every chunk goes through the versioned upsert, never plain inserts.
     pub fn shared(plan: Plan) -> Store {

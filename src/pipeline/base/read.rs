@@ -17,7 +17,7 @@ use crate::error::{Error, Result};
 /// A base snapshot that cannot be read is a gap in history: the backfill
 /// takes a snapshot instead.
 fn storage(what: impl std::fmt::Display, e: impl std::fmt::Display) -> Error {
-    Error::History(format!("base snapshot: {what}: {e}"))
+    Error::history(format!("base snapshot: {what}: {e}"))
 }
 
 /// The usable bases of table `relid` of database `database`, newest first.

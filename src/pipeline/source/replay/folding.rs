@@ -228,7 +228,7 @@ fn fold_base(
             fold.add(version, change)
         })?;
         if rows != part.rows {
-            return Err(Error::History(format!(
+            return Err(Error::history(format!(
                 "base snapshot part {} holds {} rows where its manifest says {}",
                 part.file, rows, part.rows
             )));

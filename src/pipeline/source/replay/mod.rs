@@ -29,7 +29,7 @@ use walfill_replay::decode::{
 };
 use walfill_replay::TimelineId;
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Gap, Result};
 use crate::pipeline::apply::{Batch, Era, ExternalFold, Folder, HistorySource, Spilled};
 use crate::pipeline::base::{BaseWriter, Manifest};
 use crate::pipeline::version_sql::Plan;
@@ -202,8 +202,8 @@ impl ReplaySource {
                 (&mut decoder, &mut sink),
             );
             let fed = fed.map_err(|e| match e.is_history_gap() {
-                true => Error::History(e.to_string()),
-                false => Error::Decode(e.to_string()),
+                true => Error::History(Gap::Wal(Box::new(e))),
+                false => Error::from(e),
             });
             let fed = match fed.and_then(|fed| match fed.reached_to {
                 true => sink
@@ -333,13 +333,13 @@ fn whole_table(
 /// not be decoded.
 pub fn check(plan: &Plan, from: Lsn, outcome: &ReplayOutcome) -> Result<()> {
     if let Some(lost) = plan.blocking_loss(&outcome.lost, from) {
-        return Err(Error::History(format!(
+        return Err(Error::history(format!(
             "{} cannot be followed through the archive from {}: {}",
             plan.source, lost.lsn, lost.reason
         )));
     }
     if let Some(column) = outcome.unsupported.iter().find(|c| plan.reads(&c.column)) {
-        return Err(Error::History(format!(
+        return Err(Error::history(format!(
             "column {}.{} has type {}, which walfill cannot decode from WAL",
             column.relation, column.column, column.type_name
         )));

@@ -17,6 +17,7 @@ use std::collections::HashMap;
 
 use walfill_core::xid::precedes as xid_precedes;
 use walfill_replay::archive::{Archive, ReadOptions, SegmentData};
+use walfill_replay::decode::ReplayError;
 use walfill_replay::wal::{interpret, Poll, RunningXacts, WalDecoder, WalEvent};
 use walfill_replay::{Lsn, SegmentNo};
 
@@ -79,7 +80,7 @@ pub(crate) fn find(
     names.sort();
     names.dedup();
     if !names.contains(&target) {
-        return Err(Error::History(format!(
+        return Err(Error::history(format!(
             "the archive holds no segment with WAL at {from} (it holds {})",
             describe_range(&names, size)
         )));
@@ -110,7 +111,7 @@ pub(crate) fn find(
                 .first()
                 .map(|(_, r)| r.xids.iter().map(u32::to_string).collect())
                 .unwrap_or_default();
-            return Err(Error::History(format!(
+            return Err(Error::history(format!(
                 "cannot decode from {from}: the archive's contiguous WAL before it starts at \
                  {scan_from}, and holds no point from which every transaction in progress at \
                  {from} is seen whole{}; pass an earlier --from, or archive older WAL",
@@ -155,8 +156,8 @@ fn scan(
                         return Ok(found);
                     }
                     let Some(major) = wal.pg_major() else {
-                        return Err(Error::Decode(format!(
-                            "{file}: a WAL page without a version magic"
+                        return Err(Error::Internal(format!(
+                            "{file}: a WAL record read from a page without a version magic"
                         )));
                     };
                     let lsn = record.lsn;
@@ -172,13 +173,15 @@ fn scan(
                             found.shutdowns.push((lsn, c.next_full_xid as u32));
                         }
                         Ok(_) => {}
-                        Err(e) => return Err(Error::Decode(format!("{file}: {e}"))),
+                        Err(e) => {
+                            return Err(ReplayError::from(e.with_segment(file.clone())).into())
+                        }
                     }
                     wal.recycle(record);
                 }
                 Ok(Poll::NeedMore) => break,
                 Ok(Poll::EndOfWal { .. }) => return Ok(found),
-                Err(e) => return Err(Error::Decode(e.with_segment(file).to_string())),
+                Err(e) => return Err(ReplayError::from(e.with_segment(file)).into()),
             }
         }
     }
