@@ -7,15 +7,20 @@
 //! source: the row is stored at its own version, and only where what the
 //! version holds for its key is the tombstone it left (or an older one, or
 //! nothing). A newer change of the key, stored meanwhile, wins, as every
-//! change does; a TRUNCATE after it makes it obsolete.
+//! change does; a TRUNCATE after it makes it obsolete. The letters go
+//! through the apply loop like any history (see
+//! [`crate::pipeline::source::letters`]), with a durable cursor.
 
 use serde::Serialize;
 
+use tokio_util::sync::CancellationToken;
+
 use crate::config::Config;
-use crate::control::state::{self, VersionState};
+use crate::control::state::{self, LetterProgress, VersionState};
 use crate::db::{self, Role};
 use crate::error::{Error, Result};
-use crate::pipeline::version_sql::WORK_TABLE;
+use crate::pipeline::apply::{self, Store};
+use crate::pipeline::source::letters::LetterSource;
 
 /// One dead letter.
 #[derive(Debug, Serialize)]
@@ -48,7 +53,7 @@ pub async fn dead_letters(
     state::require(&dest).await?;
     let version = state::version_or_active(&dest, target, version).await?;
     if retry {
-        let (applied, failing, obsolete) = retry_all(&mut dest, target, &version).await?;
+        let (applied, failing, obsolete) = retry_all(&mut dest, config, target, &version).await?;
         crate::say!(
             "version {version} of {target}: {applied} dead letter(s) applied, {failing} still \
              failing{}",
@@ -114,88 +119,45 @@ async fn list(
         .collect())
 }
 
-/// Applies every dead letter of the version again, each in its own
-/// transaction; returns how many were applied, still fail, and were obsolete.
+/// Applies every dead letter of the version again, through the apply
+/// loop, a page of letters per transaction, going on after the last letter
+/// a stopped retry settled; returns how many were applied, still fail, and
+/// were dropped (a later TRUNCATE removed their rows).
 async fn retry_all(
     dest: &mut tokio_postgres::Client,
+    config: &Config,
     target: &str,
     version: &str,
 ) -> Result<(u64, u64, u64)> {
     let v = VersionState::load_existing(&*dest, target, version).await?;
     let plan = v.plan(&*dest).await?;
-    let sql = plan.dead_letter_sql();
-    let columns = plan.work_copy_columns();
-    let load = format!(
-        "INSERT INTO pg_temp.{WORK_TABLE} ({columns}) SELECT {columns}
-           FROM jsonb_populate_record(NULL::pg_temp.{WORK_TABLE},
-                $1::jsonb || jsonb_build_object('_walfill_op', 'u', '_walfill_lsn', $2::text,
-                                                '_walfill_seq', $3::integer))"
-    );
-    let letters: Vec<(Vec<String>, String, i32, Option<serde_json::Value>)> = dest
-        .query(
-            "SELECT key, lsn::text, seq, source_row FROM walfill.dead_letters
-              WHERE target = $1 AND version = $2 ORDER BY lsn, seq",
-            &[&target, &version],
-        )
-        .await
-        .map_err(|e| Error::destination("reading the dead letters", e))?
-        .iter()
-        .map(|r| (r.get(0), r.get(1), r.get(2), r.get(3)))
-        .collect();
-    let (mut applied, mut failing, mut obsolete) = (0, 0, 0);
-    let failed = |e| Error::destination("applying a dead letter again", e);
-    for (key, lsn, seq, row) in letters {
-        let tx = dest.transaction().await.map_err(failed)?;
-        let forget = "DELETE FROM walfill.dead_letters
-                       WHERE target = $1 AND version = $2 AND key = $3";
-        let parsed: walfill_core::Lsn = lsn
-            .parse()
-            .map_err(|_| Error::Internal(format!("a dead letter's LSN {lsn} does not parse")))?;
-        let truncated = v
-            .truncated
-            .is_some_and(|t| (t.commit_lsn, t.seq) >= (parsed, u32::try_from(seq).unwrap_or(0)));
-        let Some(row) = row.filter(|_| !truncated) else {
-            tx.execute(forget, &[&target, &version, &key])
-                .await
-                .map_err(failed)?;
-            tx.commit().await.map_err(failed)?;
-            obsolete += 1;
-            continue;
-        };
-        tx.execute(load.as_str(), &[&row, &lsn, &seq])
-            .await
-            .map_err(failed)?;
-        tx.batch_execute("SAVEPOINT walfill_retry")
-            .await
-            .map_err(failed)?;
-        match tx.execute(sql.retry.as_str(), &[]).await {
-            Ok(_) => {
-                tx.execute(forget, &[&target, &version, &key])
-                    .await
-                    .map_err(failed)?;
-                applied += 1;
-            }
-            Err(e) if crate::pipeline::apply::is_data_error(&e) => {
-                tx.batch_execute("ROLLBACK TO SAVEPOINT walfill_retry")
-                    .await
-                    .map_err(failed)?;
-                tx.execute(
-                    "UPDATE walfill.dead_letters SET error = $4, attempts = attempts + 1
-                      WHERE target = $1 AND version = $2 AND key = $3",
-                    &[
-                        &target,
-                        &version,
-                        &key,
-                        &walfill_core::sql::describe_pg_error(&e),
-                    ],
-                )
-                .await
-                .map_err(failed)?;
-                failing += 1;
-            }
-            Err(e) => return Err(failed(e)),
-        }
-        tx.commit().await.map_err(failed)?;
+    let mut progress = LetterProgress::begin(&*dest, target, version).await?;
+    if let Some((lsn, seq, key)) = &progress.after {
+        tracing::info!(
+            target,
+            version,
+            after = %format!("{lsn}/{seq} key {}", key.join(",")),
+            "resuming the retry after the last letter an earlier one settled"
+        );
     }
-    Ok((applied, failing, obsolete))
+    let reader = db::connect(&config.destination, Role::Destination).await?;
+    let mut letters = LetterSource::open(reader, target, version, progress.after.clone()).await?;
+    let store = Store::shared(plan);
+    let applied = apply::run(
+        dest,
+        &store,
+        &mut progress,
+        &mut letters,
+        &CancellationToken::new(),
+        "letters",
+    )
+    .await?;
+    progress.finish(&*dest).await?;
+    let settled = u64::try_from(applied.changes).unwrap_or(0);
+    let tried_again = settled - applied.dropped;
+    Ok((
+        tried_again - applied.set_aside,
+        applied.set_aside,
+        applied.dropped,
+    ))
 }

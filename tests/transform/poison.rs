@@ -291,3 +291,99 @@ fn a_guarding_filter_comes_first_when_the_source_evaluates() {
 fn a_guarding_filter_comes_first_when_the_destination_evaluates() {
     a_guarding_filter_comes_first("destination");
 }
+
+/// `dead-letters --retry` goes through the apply loop a page at a time
+/// with a durable cursor: killed after its first page, the next retry goes
+/// on after the last letter settled (no letter is tried twice by one
+/// retry), and once the cause is fixed every letter applies.
+#[test]
+fn a_dead_letter_retry_killed_part_way_goes_on_after_its_last_letter() {
+    let db = TestDb::new("tx_retry");
+    let per = |body: &str| {
+        format!(
+            "CREATE OR REPLACE FUNCTION public.per(id int, qty int) RETURNS int
+             LANGUAGE sql IMMUTABLE AS $f$ SELECT {body} $f$"
+        )
+    };
+    db.exec(&format!(
+        "CREATE TABLE stock (id int PRIMARY KEY, qty int);
+         INSERT INTO stock SELECT g, g % 7 FROM generate_series(1, 7000) g;
+         {};",
+        per("100 / qty")
+    ));
+    let select = "id, public.per(id, qty) AS per";
+    let walfill = Walfill::new(
+        &db,
+        &format!(
+            "[backfill]\nallow_dead_letters = true\ntransform_on = \"destination\"\n\
+             chunk_rows = 2000\n\n{}",
+            target("stock_per", "public.stock", select, None)
+        ),
+    );
+    walfill.ok(&["setup"]);
+    walfill.ok(&["backfill", "stock_per"]);
+    let letters = "SELECT count(*) FROM walfill.dead_letters";
+    assert_eq!(db.value(letters).as_deref(), Some("1000"));
+
+    // Half the cause fixed: the even keys apply, the odd fail again. The
+    // retry dies after its first page (500 letters).
+    db.exec(&per(
+        "CASE WHEN qty = 0 AND id % 2 = 0 THEN -1 ELSE 100 / qty END",
+    ));
+    let killed = walfill.run_env(
+        &["dead-letters", "stock_per", "--retry"],
+        &[("WALFILL_FAILPOINTS", "letters.batch@1")],
+    );
+    let stderr = String::from_utf8_lossy(&killed.stderr);
+    assert!(
+        !killed.status.success() && stderr.contains("failpoint letters.batch reached"),
+        "{stderr}"
+    );
+    let tried = "SELECT count(*) FILTER (WHERE attempts = 2) || '/' || count(*) \
+                 FROM walfill.dead_letters";
+    let after_first = db.value(tried).unwrap();
+    let (twice, left) = after_first.split_once('/').unwrap();
+    let (twice, left): (i64, i64) = (twice.parse().unwrap(), left.parse().unwrap());
+    assert!(
+        twice > 0 && left - twice > 0 && left > 500,
+        "the first page settled, the rest untried: {after_first}"
+    );
+
+    let out = walfill.run(&["dead-letters", "stock_per", "--retry"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("resuming the retry after the last letter an earlier one settled"),
+        "{stderr}"
+    );
+    let said = String::from_utf8_lossy(&out.stdout);
+    // Of the letters the first retry left, the odd keys' fail again.
+    let untried = left - twice;
+    let odd_untried = 500 - twice;
+    assert!(
+        said.contains(&format!(
+            "{} dead letter(s) applied, {odd_untried} still failing",
+            untried - odd_untried
+        )),
+        "only the {untried} letters the first retry left: {said}"
+    );
+    assert_eq!(
+        db.value(
+            "SELECT count(*) || '/' || min(attempts) || '/' || max(attempts) \
+                  FROM walfill.dead_letters"
+        )
+        .as_deref(),
+        Some("500/2/2"),
+        "every odd key's letter tried again exactly once"
+    );
+
+    // The cause fixed: every letter applies, and the view is whole.
+    db.exec(&per("CASE WHEN qty = 0 THEN -1 ELSE 100 / qty END"));
+    let said = walfill.ok(&["dead-letters", "stock_per", "--retry"]);
+    assert!(
+        said.contains("500 dead letter(s) applied, 0 still failing"),
+        "{said}"
+    );
+    assert_eq!(db.value(letters).as_deref(), Some("0"));
+    assert_view_matches(&db, "public.stock_per", "stock", select, None, "id");
+}

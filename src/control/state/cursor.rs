@@ -76,6 +76,11 @@ impl RecordProgress for VersionState {
                 "load_cursor = $7, rows_copied = rows_copied + $8",
                 vec![last_key, rows],
             ),
+            Cursor::Letters { .. } => {
+                return Err(Error::Internal(
+                    "a dead-letter retry records its progress apart from the version's".into(),
+                ))
+            }
             Cursor::Streamed {
                 end, committed_at, ..
             } => (
@@ -153,6 +158,7 @@ impl VersionState {
                 self.load_cursor = Some(last_key.clone());
                 self.rows_copied += rows;
             }
+            Cursor::Letters { .. } => {}
             Cursor::Streamed {
                 end, description, ..
             } => {

@@ -6,12 +6,14 @@
 //! and the record of which version is active.
 
 mod cursor;
+mod letters;
 pub mod lock;
 mod refresh;
 pub mod requests;
 mod transition;
 mod version;
 
+pub use letters::LetterProgress;
 pub use refresh::RefreshProgress;
 pub use transition::{retire_phase, swap_phases, FillStart};
 pub use version::{NewVersion, Path, Phase, Stage, VersionState};
@@ -47,7 +49,10 @@ pub async fn require(client: &impl GenericClient) -> Result<()> {
                                    AND attname = 'wal_read_bytes' AND NOT attisdropped)
                     AND EXISTS (SELECT FROM pg_attribute
                                  WHERE attrelid = to_regclass('walfill.requests')
-                                   AND attname = 'refreshed_up_to' AND NOT attisdropped)",
+                                   AND attname = 'refreshed_up_to' AND NOT attisdropped)
+                    AND EXISTS (SELECT FROM pg_attribute
+                                 WHERE attrelid = to_regclass('walfill.versions')
+                                   AND attname = 'letters_retried_key' AND NOT attisdropped)",
             &[],
         )
         .await

@@ -200,6 +200,12 @@ ALTER TABLE walfill.requests ADD COLUMN IF NOT EXISTS scope text;
 -- The next attempt of the same request goes on after that key.
 ALTER TABLE walfill.requests ADD COLUMN IF NOT EXISTS refreshed_up_to text[];
 ALTER TABLE walfill.requests ADD COLUMN IF NOT EXISTS refreshed_rows bigint NOT NULL DEFAULT 0;
+-- A dead-letter retry's durable cursor: the version (LSN, seq) and key of
+-- the last letter it settled. A retry stopped part way goes on after it; one that
+-- ends clears it.
+ALTER TABLE walfill.versions ADD COLUMN IF NOT EXISTS letters_retried_lsn pg_lsn;
+ALTER TABLE walfill.versions ADD COLUMN IF NOT EXISTS letters_retried_seq integer;
+ALTER TABLE walfill.versions ADD COLUMN IF NOT EXISTS letters_retried_key text[];
 DROP FUNCTION IF EXISTS walfill.request_backfill(text);
 CREATE OR REPLACE FUNCTION walfill.request_backfill(target text, scope text DEFAULT NULL)
 RETURNS bigint LANGUAGE plpgsql AS $fn$

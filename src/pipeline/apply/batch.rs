@@ -67,6 +67,25 @@ pub enum Writes {
         /// chunk's last key), `None` for the first chunk.
         after: Option<Vec<String>>,
     },
+    /// Dead letters applied again, each at its own version (see
+    /// [`Letter`]).
+    Letters(Vec<Letter>),
+}
+
+/// A dead letter to apply again: a source row the transform failed on.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Letter {
+    /// The key's values, as text.
+    pub key: Vec<String>,
+    /// The version of its change: commit LSN (a copied row's: its
+    /// chunk's)...
+    pub lsn: Lsn,
+    /// ...and position (a chunked copy's rows: below zero).
+    pub seq: i32,
+    /// The source row as the transform read it (a JSON object); `None`
+    /// for a letter recorded without it, which only a newer change of its
+    /// key settles.
+    pub row: Option<serde_json::Value>,
 }
 
 /// The snapshot one chunk of a chunked copy was read in (see
@@ -126,6 +145,17 @@ pub enum Cursor {
         last_key: Vec<String>,
         /// Rows in the batch.
         rows: i64,
+    },
+    /// Dead letters applied again: every letter up to and including the
+    /// batch's last, in the order of `(lsn, seq, key)`, is settled
+    /// (applied, set aside again, or dropped).
+    Letters {
+        /// The batch's last letter's LSN...
+        lsn: Lsn,
+        /// ...seq...
+        seq: i32,
+        /// ...and key (the rows of one copied chunk share their version).
+        key: Vec<String>,
     },
     /// The live stream: every transaction committed before `end` is stored.
     Streamed {

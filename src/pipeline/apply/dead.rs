@@ -67,6 +67,11 @@ impl Guard {
         }
     }
 
+    /// The dead-letter statements.
+    pub(super) fn sql(&self) -> &DeadLetterSql {
+        &self.sql
+    }
+
     /// Counts a batch of `rows` of which `set_aside` failed; an error once
     /// the failing share of the rows seen passes the limit.
     fn count(&self, plan: &Plan, rows: u64, set_aside: u64, sample: &str) -> Result<()> {
@@ -113,6 +118,10 @@ pub(super) enum Guarding {
     /// Checked first by a statement that writes nothing (a piece of a large
     /// source transaction; see the module's comment).
     Check,
+    /// Under a savepoint, for dead letters applied again: rows that fail
+    /// again are set aside again, however many, and count toward no limit
+    /// (they failed once already).
+    Retry,
 }
 
 /// Runs `statements` guarded as `guarding` says, then `then` (SQL without
@@ -154,7 +163,7 @@ pub(super) async fn run_guarded(
                     .await
                     .map_err(failed)?;
                 let (count, sample) =
-                    quarantine(dest, plan, &guard.sql, chunk, &e, context).await?;
+                    quarantine(dest, plan, &guard.sql, chunk, (&e, false), context).await?;
                 set_aside = count;
                 guard.count(plan, rows, count, &sample)?;
                 guard.known.store(SOME, Ordering::Relaxed);
@@ -179,7 +188,9 @@ pub(super) async fn run_guarded(
             dest.batch_execute(&format!("RELEASE SAVEPOINT walfill_batch; {then}"))
                 .await
                 .map_err(failed)?;
-            guard.count(plan, rows, 0, "")?;
+            if guarding != Guarding::Retry {
+                guard.count(plan, rows, 0, "")?;
+            }
             return Ok(0);
         }
         Err(e) if is_data_error(&e) => e,
@@ -188,8 +199,12 @@ pub(super) async fn run_guarded(
     dest.batch_execute("ROLLBACK TO SAVEPOINT walfill_batch")
         .await
         .map_err(failed)?;
-    let (set_aside, sample) = quarantine(dest, plan, &guard.sql, chunk, &error, context).await?;
-    guard.count(plan, rows, set_aside, &sample)?;
+    let retry = guarding == Guarding::Retry;
+    let (set_aside, sample) =
+        quarantine(dest, plan, &guard.sql, chunk, (&error, retry), context).await?;
+    if !retry {
+        guard.count(plan, rows, set_aside, &sample)?;
+    }
     guard.known.store(SOME, Ordering::Relaxed);
     run_all(dest, statements).await.map_err(failed)?;
     dest.batch_execute(&format!("RELEASE SAVEPOINT walfill_batch; {then}"))
@@ -235,13 +250,14 @@ async fn resolve(
 
 /// Finds the failing upserts of the work table in bulk, sets them aside
 /// and records them as dead letters, in one statement; logs one line.
-/// Returns how many, and the first one's key and error.
+/// Returns how many, and the first one's key and error. Every row failing
+/// means a broken transform, unless the rows are dead letters `retried`.
 async fn quarantine(
     dest: &Transaction<'_>,
     plan: &Plan,
     sql: &DeadLetterSql,
     chunk: Option<Copied>,
-    first_error: &tokio_postgres::Error,
+    (first_error, retried): (&tokio_postgres::Error, bool),
     context: &str,
 ) -> Result<(u64, String)> {
     let failed = |e| Error::destination("setting aside the rows whose transform fails", e);
@@ -269,7 +285,7 @@ async fn quarantine(
         .map_err(failed)?;
     let (count, key, error): (i64, Option<String>, Option<String>) =
         (row.get(0), row.get(1), row.get(2));
-    if count == 0 || (count == candidates && count >= ALL_FAIL_AT_LEAST as i64) {
+    if count == 0 || (!retried && count == candidates && count >= ALL_FAIL_AT_LEAST as i64) {
         // Not one row's data (or every row's): the transform itself fails.
         return Err(Error::Problems(vec![format!(
             "{context}: the transform fails on every row of the batch: {}; fix the \
@@ -277,7 +293,8 @@ async fn quarantine(
             walfill_core::sql::describe_pg_error(first_error)
         )]));
     }
-    tracing::warn!(
+    if !retried {
+        tracing::warn!(
         target = %plan.def.target,
         version = %plan.def.version,
         rows = count,
@@ -286,7 +303,8 @@ async fn quarantine(
         first_error = error.as_deref().unwrap_or(""),
         "the transform fails on rows of this batch; they go to the dead letters and their keys \
          are absent from the version (`walfill dead-letters` lists them)"
-    );
+        );
+    }
     let sample = format!(
         "key {}: {}",
         key.unwrap_or_default(),

@@ -17,11 +17,12 @@ mod batch;
 mod dead;
 mod external;
 mod fold;
+mod letters;
 mod run;
 mod store;
 mod stream_desc;
 
-pub use batch::{Batch, ChunkSnapshot, Cursor, HistorySource, RecordProgress, Writes};
+pub use batch::{Batch, ChunkSnapshot, Cursor, HistorySource, Letter, RecordProgress, Writes};
 pub use dead::is_data_error;
 pub use external::{ExternalFold, Merged, Spilled, WalRead};
 pub use fold::{ColumnMap, Entry, Era, Fold, Folder, Op};

@@ -44,6 +44,10 @@ pub struct Applied {
     pub changes: i64,
     /// Updates whose unchanged TOASTed values had no stored row to come from.
     pub unfilled: i64,
+    /// Dead letters applied again that failed again.
+    pub set_aside: u64,
+    /// Dead letters dropped (a TRUNCATE passed them).
+    pub dropped: u64,
 }
 
 /// Stores every batch `source` hands out into the version whose progress
@@ -83,6 +87,8 @@ struct Held {
     cursor: Option<Cursor>,
     changes: i64,
     unfilled: i64,
+    set_aside: u64,
+    dropped: u64,
     /// The TRUNCATE watermark to record with it.
     truncated: Option<walfill_core::Version>,
 }
@@ -185,6 +191,8 @@ async fn lane_loop<S: HistorySource, P: RecordProgress>(
             applied.commits += 1;
             applied.changes += held.changes;
             applied.unfilled += held.unfilled;
+            applied.set_aside += held.set_aside;
+            applied.dropped += held.dropped;
         }
         failpoint::hit(&format!("{}.batch", shared.prefix));
         shared.source.lock().await.0.stored(cursor).await?;
@@ -210,6 +218,8 @@ async fn store_batch<S: HistorySource, P: RecordProgress>(
         cursor: None,
         changes: 0,
         unfilled: 0,
+        set_aside: 0,
+        dropped: 0,
         truncated,
     };
     loop {
@@ -231,6 +241,8 @@ async fn store_batch<S: HistorySource, P: RecordProgress>(
             Err(e) => return Err(e),
         };
         held.unfilled += stored.unfilled;
+        held.set_aside += stored.set_aside;
+        held.dropped += stored.dropped;
         held.changes += batch.changes;
         truncated = truncated.max(batch.truncate);
         held.truncated = truncated;

@@ -44,6 +44,10 @@ pub struct Stored {
     pub unfilled: i64,
     /// What a snapshot chunk read, once its rows have arrived.
     pub chunk: Option<ChunkRead>,
+    /// Dead letters applied again that failed again.
+    pub set_aside: u64,
+    /// Dead letters dropped (a TRUNCATE passed them).
+    pub dropped: u64,
 }
 
 impl Store {
@@ -152,6 +156,9 @@ impl Store {
                 let piece = batch.cursor.is_none();
                 self.store_entries(dest, fold.drain(), watermark, piece)
                     .await
+            }
+            Writes::Letters(letters) => {
+                super::letters::store(dest, &self.plan, &self.dead, letters, watermark).await
             }
             Writes::Merged(rows) => {
                 self.store_entries(dest, rows.into_iter(), watermark, false)

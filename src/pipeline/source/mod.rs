@@ -6,11 +6,13 @@
 //! - [`replay`]: archived WAL (after a base snapshot's rows, when it starts
 //!   from one), decoded outside the server;
 //! - [`live`]: the version's logical slot, which never ends;
-//! - [`evaluate`]: whether a copy's transform runs on the source.
+//! - [`evaluate`]: whether a copy's transform runs on the source;
+//! - [`letters`]: a version's dead letters, applied again.
 
 pub mod chunked;
 pub mod copy;
 pub mod evaluate;
+pub mod letters;
 pub mod live;
 pub mod replay;
 

@@ -47,9 +47,20 @@ pub struct DeadLetterSql {
     /// version of the key was stored). Parameters: `$1` target, `$2`
     /// version, `$3` the LSN text of rows without one (a chunk's).
     pub resolve: String,
-    /// Stores one row of the work table at its version if what is stored
-    /// for its key is a tombstone no newer (or nothing). No parameters.
+    /// Stores the upserts of the work table (dead letters applied again),
+    /// each at its own version, where what is stored for its key is a
+    /// tombstone no newer (or nothing). No parameters.
     pub retry: String,
+    /// Loads dead letters into the work table as upserts: `$1` a JSON
+    /// array of source rows, each with `_walfill_op`, `_walfill_lsn` and
+    /// `_walfill_seq`.
+    pub load_letters: String,
+    /// Removes the dead letters of the work table's upserts (applied
+    /// again, at the same version). Parameters: `$1` target, `$2` version.
+    pub forget_retried: String,
+    /// Removes dead letters by key: `$1` target, `$2` version, `$3` a JSON
+    /// array of keys (each an array of text).
+    pub forget: String,
 }
 
 impl Plan {
@@ -160,10 +171,27 @@ impl Plan {
             retry: format!(
                 "INSERT INTO {table} AS s ({columns}) \
                  SELECT t.*{hidden}, m._walfill_lsn, m._walfill_seq, false \
-                 FROM {work} AS m, LATERAL (SELECT {select} FROM {row}{passes} {FENCE}) AS t {conflict}",
+                 FROM {work} AS m, LATERAL (SELECT {select} FROM {row}{passes} {FENCE}) AS t \
+                 WHERE m._walfill_op = 'u' {conflict}",
                 columns = self.insert_columns(false),
                 hidden = self.hidden_values("m"),
             ),
+            load_letters: format!(
+                "INSERT INTO {work} ({columns}) SELECT {columns} \
+                 FROM jsonb_populate_recordset(NULL::{work}, $1::jsonb)",
+                columns = self.work_copy_columns(),
+            ),
+            forget_retried: format!(
+                "DELETE FROM walfill.dead_letters d USING {work} AS m \
+                 WHERE d.target = $1 AND d.version = $2 AND m._walfill_op = 'u' \
+                   AND d.key = {key_text} \
+                   AND (d.lsn, d.seq) = (m._walfill_lsn, m._walfill_seq)"
+            ),
+            forget: "DELETE FROM walfill.dead_letters \
+                      WHERE target = $1 AND version = $2 \
+                        AND key IN (SELECT ARRAY(SELECT jsonb_array_elements_text(k)) \
+                                      FROM jsonb_array_elements($3::jsonb) AS k)"
+                .into(),
         }
     }
 
