@@ -496,3 +496,96 @@ fn a_scoped_refresh_killed_mid_copy_resumes_after_its_last_stored_key() {
     );
     second.stop(Duration::from_secs(30));
 }
+
+/// The tombstones of the keys the source lost go through the apply loop
+/// with the refresh's durable cursor too: killed after two of their
+/// batches, the next attempt goes on after the last key made a tombstone.
+#[test]
+fn a_scoped_refresh_killed_mid_tombstones_goes_on_after_its_last_key() {
+    let (db, walfill) = built_v1("sv_scope_lost", 1_000, "");
+    walfill.configure(
+        &db,
+        &format!(
+            "[backfill]\nchunk_rows = 500\n\n{}\n{}",
+            serve_section(""),
+            orders_target("v1")
+        ),
+    );
+    // Behind walfill's back: 2,500 rows the source never had (three
+    // batches of lost keys, 1,000 to a batch).
+    let staging = "derived.orders_summary__v1";
+    db.exec(&format!(
+        "CREATE TEMP TABLE stale AS
+           SELECT s.* FROM (SELECT * FROM {staging} WHERE NOT _walfill_deleted LIMIT 1) s,
+                           generate_series(1, 2500);
+         CREATE TEMP SEQUENCE n;
+         UPDATE stale SET id = 1000000 + nextval('n');
+         INSERT INTO {staging} SELECT * FROM stale;"
+    ));
+    let lost = format!("SELECT count(*) FROM {VIEW} WHERE id > 1000000");
+    assert_eq!(db.value(&lost).as_deref(), Some("2500"));
+    // The chunk (ids up to 500), then a batch or two of lost keys: the
+    // process dies.
+    let mut first = Service::start(
+        &walfill,
+        false,
+        &[("WALFILL_FAILPOINTS", "refresh.batch@3")],
+    );
+    let id = walfill
+        .ok(&["request", "orders_summary", "--where", "id <= 500"])
+        .trim()
+        .to_string();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while !first.log().contains("failpoint refresh.batch reached") {
+        assert!(std::time::Instant::now() < deadline, "{}", first.log());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    first.kill9();
+    let made: i64 = db
+        .value(&format!(
+            "SELECT tombstoned_keys FROM walfill.requests WHERE id = {id}"
+        ))
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(
+        made == 1000 || made == 2000,
+        "whole batches of lost keys: {made}"
+    );
+    assert_eq!(db.value(&lost), Some((2500 - made).to_string()));
+
+    let mut second = Service::start(&walfill, false, &[]);
+    wait_for(
+        &db,
+        &format!("SELECT state = 'done' FROM walfill.requests WHERE id = {id}"),
+        Duration::from_secs(120),
+        "the refresh to finish on its next attempt",
+        &[&second],
+    );
+    let log = second.log();
+    assert!(
+        log.contains("resuming the tombstones of lost keys after the last an earlier attempt made"),
+        "{log}"
+    );
+    let outcome: serde_json::Value = serde_json::from_str(
+        &db.value(&format!(
+            "SELECT outcome::text FROM walfill.requests WHERE id = {id}"
+        ))
+        .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        outcome["tombstoned"], 2_500,
+        "each lost key once: {outcome}"
+    );
+    assert_eq!(db.value(&lost).as_deref(), Some("0"));
+    wait_view_matches(
+        &db,
+        VIEW,
+        "orders",
+        ORDERS_SELECT,
+        Some(ORDERS_WHERE),
+        &[&second],
+    );
+    second.stop(Duration::from_secs(30));
+}

@@ -8,7 +8,9 @@
 //! every copied row is versioned `(C, 0)` and stored by the usual rule: a
 //! stream change committed before C is already in the row and loses to it,
 //! one committed after C wins. Then every live key the source no longer
-//! has (under the same snapshot) becomes a tombstone at `(C, 0)`.
+//! has (under the same snapshot) becomes a tombstone at `(C, 0)`, by the
+//! same rule: batches of deletes through the apply loop, after the last
+//! key an earlier attempt made one.
 //!
 //! Each chunk is stored against the version's TRUNCATE watermark as it is
 //! when the chunk is stored (a TRUNCATE the stream applied since the refresh
@@ -33,6 +35,7 @@ use crate::control::state::{self, RefreshProgress, VersionState};
 use crate::db::{self, Role};
 use crate::error::{Error, Result};
 use crate::pipeline::apply::{self, Batch, Store, Writes};
+use crate::pipeline::source::absent::AbsentKeys;
 use crate::pipeline::source::copy::{CopySource, Pace, Snapshot};
 use crate::pipeline::version_sql::Plan;
 use crate::progress::Progress;
@@ -130,7 +133,15 @@ pub async fn refresh(
         .await?;
     }
     copy.finish().await?;
-    let tombstoned = tombstone_absent(&source, &mut dest, &plan, &boundary, at).await?;
+    let tombstoned = tombstone_absent(
+        config,
+        (&source, &mut dest),
+        (&plan, &store),
+        &boundary,
+        &mut progress,
+        cancel,
+    )
+    .await?;
     drop(boundary);
     settle_truncate(&source, &mut dest, (&plan, &store), at, cancel).await?;
     let refreshed = Refreshed {
@@ -226,15 +237,45 @@ async fn check_scope(source: &Client, source_table: &str, scope: &str) -> Result
         })
 }
 
-/// Loads the source's keys as of the snapshot into the destination and
-/// turns the version's live keys that are not among them into tombstones.
+/// Makes the version's live keys that the source no longer has (under the
+/// refresh's snapshot) tombstones, through the apply loop, after the last
+/// one an earlier attempt made; returns how many keys every attempt made
+/// tombstones.
 async fn tombstone_absent(
+    config: &Config,
+    (source, dest): (&Client, &mut Client),
+    (plan, store): (&Plan, &Store),
+    boundary: &Boundary,
+    progress: &mut RefreshProgress,
+    cancel: &CancellationToken,
+) -> Result<u64> {
+    let keys = db::connect(&config.destination, Role::Destination).await?;
+    load_source_keys(source, &keys, plan, boundary).await?;
+    if let Some(key) = &progress.tombstoned_up_to {
+        tracing::info!(
+            target = %plan.def.target,
+            after = %key.join(","),
+            "resuming the tombstones of lost keys after the last an earlier attempt made"
+        );
+    }
+    let mut absent = AbsentKeys::new(
+        keys,
+        plan.clone(),
+        boundary.lsn,
+        progress.tombstoned_up_to.clone(),
+    );
+    apply::run(dest, store, progress, &mut absent, cancel, "refresh").await?;
+    Ok(u64::try_from(progress.tombstoned).unwrap_or(0))
+}
+
+/// Loads the source's keys as of the boundary's snapshot into a temporary
+/// table of the destination session `keys`.
+async fn load_source_keys(
     source: &Client,
-    dest: &mut Client,
+    keys: &Client,
     plan: &Plan,
     boundary: &Boundary,
-    at: Lsn,
-) -> Result<u64> {
+) -> Result<()> {
     let read = |e| Error::source_query("reading the source's keys for the refresh", e);
     source
         .batch_execute(&format!(
@@ -245,29 +286,23 @@ async fn tombstone_absent(
         .map_err(read)?;
     let result = async {
         let into = |e| Error::destination("loading the source's keys for the refresh", e);
-        let tx = dest.transaction().await.map_err(into)?;
-        tx.batch_execute(&plan.source_keys_ddl())
+        keys.batch_execute(&plan.source_keys_ddl())
             .await
             .map_err(into)?;
-        let keys = source
+        let rows = source
             .copy_out(&plan.source_keys_copy_out(&plan.source.quoted()))
             .await
             .map_err(read)?;
-        let sink = tx
+        let sink = keys
             .copy_in::<_, Bytes>(&plan.source_keys_copy_in())
             .await
             .map_err(into)?;
-        futures_util::pin_mut!(keys, sink);
-        while let Some(piece) = keys.next().await {
+        futures_util::pin_mut!(rows, sink);
+        while let Some(piece) = rows.next().await {
             sink.send(piece.map_err(read)?).await.map_err(into)?;
         }
         sink.as_mut().finish().await.map_err(into)?;
-        let tombstoned = tx
-            .execute(&plan.tombstone_absent_sql(at), &[])
-            .await
-            .map_err(|e| Error::destination("tombstoning keys the source lost", e))?;
-        tx.commit().await.map_err(into)?;
-        Ok(tombstoned)
+        Ok(())
     }
     .await;
     let _ = source.batch_execute("COMMIT").await;

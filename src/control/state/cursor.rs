@@ -76,10 +76,10 @@ impl RecordProgress for VersionState {
                 "load_cursor = $7, rows_copied = rows_copied + $8",
                 vec![last_key, rows],
             ),
-            Cursor::Letters { .. } => {
-                return Err(Error::Internal(
-                    "a dead-letter retry records its progress apart from the version's".into(),
-                ))
+            Cursor::Letters { .. } | Cursor::Absent { .. } => {
+                return Err(Error::Internal(format!(
+                    "a version's own progress is not that of a retry or a refresh: {cursor:?}"
+                )))
             }
             Cursor::Streamed {
                 end, committed_at, ..
@@ -158,7 +158,7 @@ impl VersionState {
                 self.load_cursor = Some(last_key.clone());
                 self.rows_copied += rows;
             }
-            Cursor::Letters { .. } => {}
+            Cursor::Letters { .. } | Cursor::Absent { .. } => {}
             Cursor::Streamed {
                 end, description, ..
             } => {

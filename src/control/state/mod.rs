@@ -49,7 +49,7 @@ pub async fn require(client: &impl GenericClient) -> Result<()> {
                                    AND attname = 'wal_read_bytes' AND NOT attisdropped)
                     AND EXISTS (SELECT FROM pg_attribute
                                  WHERE attrelid = to_regclass('walfill.requests')
-                                   AND attname = 'refreshed_up_to' AND NOT attisdropped)
+                                   AND attname = 'tombstoned_keys' AND NOT attisdropped)
                     AND EXISTS (SELECT FROM pg_attribute
                                  WHERE attrelid = to_regclass('walfill.versions')
                                    AND attname = 'letters_retried_key' AND NOT attisdropped)",

@@ -200,6 +200,10 @@ ALTER TABLE walfill.requests ADD COLUMN IF NOT EXISTS scope text;
 -- The next attempt of the same request goes on after that key.
 ALTER TABLE walfill.requests ADD COLUMN IF NOT EXISTS refreshed_up_to text[];
 ALTER TABLE walfill.requests ADD COLUMN IF NOT EXISTS refreshed_rows bigint NOT NULL DEFAULT 0;
+-- Then the keys the source lost, made tombstones: the last one (in the
+-- destination's key order) and how many so far.
+ALTER TABLE walfill.requests ADD COLUMN IF NOT EXISTS tombstoned_up_to text[];
+ALTER TABLE walfill.requests ADD COLUMN IF NOT EXISTS tombstoned_keys bigint NOT NULL DEFAULT 0;
 -- A dead-letter retry's durable cursor: the version (LSN, seq) and key of
 -- the last letter it settled. A retry stopped part way goes on after it; one that
 -- ends clears it.

@@ -146,6 +146,15 @@ pub enum Cursor {
         /// Rows in the batch.
         rows: i64,
     },
+    /// Keys the source lost (a scoped refresh's end): every such key up to
+    /// and including `last_key`, in the destination's key order, is a
+    /// tombstone.
+    Absent {
+        /// The batch's last key.
+        last_key: Vec<String>,
+        /// Keys in the batch.
+        keys: i64,
+    },
     /// Dead letters applied again: every letter up to and including the
     /// batch's last, in the order of `(lsn, seq, key)`, is settled
     /// (applied, set aside again, or dropped).

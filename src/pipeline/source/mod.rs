@@ -7,8 +7,10 @@
 //!   from one), decoded outside the server;
 //! - [`live`]: the version's logical slot, which never ends;
 //! - [`evaluate`]: whether a copy's transform runs on the source;
-//! - [`letters`]: a version's dead letters, applied again.
+//! - [`letters`]: a version's dead letters, applied again;
+//! - [`absent`]: the keys a scoped refresh found the source lost.
 
+pub mod absent;
 pub mod chunked;
 pub mod copy;
 pub mod evaluate;

@@ -1,7 +1,7 @@
 //! The SQL of a scoped refresh (`walfill request TARGET --where ...`) that
 //! is not the chunk apply: the source's keys, read under the refresh's
-//! snapshot into a temporary table, and tombstones for the version's keys
-//! that are not among them.
+//! snapshot into a temporary table, and the version's keys that are not
+//! among them, which the apply loop makes tombstones.
 //!
 //! A scope cannot be evaluated on a key whose source row is gone, so the
 //! anti-join covers the whole key space: a live row whose key the source
@@ -17,7 +17,7 @@ const KEYS_TABLE: &str = "_walfill_source_keys";
 
 impl Plan {
     /// Creates the keys table, typed as the source's key columns, for the
-    /// current destination transaction.
+    /// destination session (replacing one an earlier attempt left).
     pub fn source_keys_ddl(&self) -> String {
         let columns: Vec<String> = self
             .key
@@ -33,7 +33,7 @@ impl Plan {
             .collect();
         format!(
             "DROP TABLE IF EXISTS pg_temp.{KEYS_TABLE};
-             CREATE TEMP TABLE {KEYS_TABLE} ({}) ON COMMIT DROP",
+             CREATE TEMP TABLE {KEYS_TABLE} ({})",
             columns.join(", ")
         )
     }
@@ -51,35 +51,28 @@ impl Plan {
         format!("COPY pg_temp.{KEYS_TABLE} ({}) FROM STDIN", self.keys())
     }
 
-    /// Turns every live row older than `(lsn, 0)` whose key is not in the
-    /// keys table into a tombstone versioned `(lsn, 0)`. A row the stream
-    /// makes newer meanwhile is left alone (the `UPDATE` re-checks the
-    /// version of a row it waited for).
-    pub fn tombstone_absent_sql(&self, lsn: Lsn) -> String {
-        let version = format!("({}::pg_lsn, 0)", quote_literal(&lsn.to_string()));
-        let mut sets: Vec<String> = self
-            .outputs
+    /// The next `limit` keys (as text) of the version's live rows older
+    /// than `(lsn, 0)` that the keys table lacks, after key `after`, in
+    /// the destination's key order: the keys the source lost, which the
+    /// refresh makes tombstones versioned `(lsn, 0)`.
+    pub fn absent_keys_sql(&self, lsn: Lsn, after: Option<&[String]>, limit: i64) -> String {
+        let text = self
+            .key
             .iter()
-            .filter(|o| !self.key.contains(&o.name))
-            .map(|o| format!("{} = NULL", quote_ident(&o.name)))
-            .collect();
-        sets.extend(
-            self.hidden
-                .iter()
-                .map(|h| format!("{} = NULL", quote_ident(&h.column))),
-        );
-        sets.push(format!(
-            "_walfill_lsn = {}::pg_lsn",
-            quote_literal(&lsn.to_string())
-        ));
-        sets.push("_walfill_seq = 0".into());
-        sets.push("_walfill_deleted = true".into());
+            .map(|k| format!("s.{}::text", quote_ident(k)))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let after = after
+            .map(|a| format!(" AND {}", self.keys_after(a)))
+            .unwrap_or_default();
         format!(
-            "UPDATE {table} AS s SET {sets} \
-             WHERE NOT s._walfill_deleted AND (s._walfill_lsn, s._walfill_seq) < {version} \
-               AND NOT EXISTS (SELECT FROM pg_temp.{KEYS_TABLE} AS k WHERE ({k}) = ({s}))",
+            "SELECT ARRAY[{text}] FROM {table} AS s \
+             WHERE NOT s._walfill_deleted \
+               AND (s._walfill_lsn, s._walfill_seq) < ({lsn}::pg_lsn, 0){after} \
+               AND NOT EXISTS (SELECT FROM pg_temp.{KEYS_TABLE} AS k WHERE ({k}) = ({s})) \
+             ORDER BY {s} LIMIT {limit}",
             table = self.staging_table(),
-            sets = sets.join(", "),
+            lsn = quote_literal(&lsn.to_string()),
             k = self.keys_of("k"),
             s = self.keys_of("s"),
         )
