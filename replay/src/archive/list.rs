@@ -282,10 +282,23 @@ impl Archive {
     ) -> Result<RawListing, ArchiveError> {
         let wal = located.wal.clone();
         let store = self.store();
-        let mut stream = match offset {
+        let stream = match offset {
             Some(offset) => store.list_with_offset(Some(&wal), offset),
             None => store.list(Some(&wal)),
         };
+        self.gather(located, stream, |_| false).await
+    }
+
+    /// Reads `stream`, a listing of `located`'s WAL folder, into a
+    /// [`RawListing`], until it ends or `enough` says the listing holds
+    /// what is wanted.
+    async fn gather(
+        &self,
+        located: Located,
+        mut stream: futures_util::stream::BoxStream<'_, object_store::Result<ObjectMeta>>,
+        enough: impl Fn(&RawListing) -> bool,
+    ) -> Result<RawListing, ArchiveError> {
+        let wal = located.wal.clone();
         let mut raw = RawListing::new(located);
         while let Some(meta) = stream
             .try_next()
@@ -293,6 +306,9 @@ impl Archive {
             .map_err(|e| self.store_error("list", &wal, e))?
         {
             raw.add(meta);
+            if enough(&raw) {
+                break;
+            }
         }
         Ok(raw)
     }
@@ -302,17 +318,12 @@ impl Archive {
     async fn first_segment_file(&self) -> Result<RawEntry, ArchiveError> {
         let located = self.locate().await?;
         let wal = located.wal.clone();
-        let mut stream = self.store().list(Some(&wal));
-        let mut raw = RawListing::new(located);
-        while let Some(meta) = stream
-            .try_next()
-            .await
-            .map_err(|e| self.store_error("list", &wal, e))?
-        {
-            raw.add(meta);
-            if let Some(entry) = raw.entries.pop() {
-                return Ok(entry);
-            }
+        let stream = self.store().list(Some(&wal));
+        let mut raw = self
+            .gather(located, stream, |raw| !raw.entries.is_empty())
+            .await?;
+        if let Some(entry) = raw.entries.pop() {
+            return Ok(entry);
         }
         Err(ArchiveError::NoSegments {
             url: self.url().to_string(),

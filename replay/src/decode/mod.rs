@@ -119,6 +119,27 @@ pub trait Sink {
     fn message(&mut self, lsn: Lsn, prefix: &str, content: &[u8]) -> Result<(), SinkError>;
 }
 
+/// A sink that keeps nothing: for a decode run for what the decoder
+/// learns on the way (the catalog journal, restart points), not for its
+/// changes.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Discard;
+
+impl Sink for Discard {
+    fn begin(&mut self, _: &TxnInfo) -> Result<(), SinkError> {
+        Ok(())
+    }
+    fn change(&mut self, _: &TxnInfo, _: RowChange) -> Result<(), SinkError> {
+        Ok(())
+    }
+    fn commit(&mut self, _: &TxnInfo) -> Result<(), SinkError> {
+        Ok(())
+    }
+    fn message(&mut self, _: Lsn, _: &str, _: &[u8]) -> Result<(), SinkError> {
+        Ok(())
+    }
+}
+
 /// How to decode.
 #[derive(Clone, Debug)]
 pub struct DecodeOptions {

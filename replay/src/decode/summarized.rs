@@ -182,26 +182,8 @@ impl Decoder {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::change::RowChange;
-    use crate::decode::{Catalog, DecodeOptions, SinkError, TxnInfo};
+    use crate::decode::{Catalog, DecodeOptions, Discard};
     use crate::summary::ObjectId;
-
-    struct Nothing;
-
-    impl Sink for Nothing {
-        fn begin(&mut self, _: &TxnInfo) -> Result<(), SinkError> {
-            Ok(())
-        }
-        fn change(&mut self, _: &TxnInfo, _: RowChange) -> Result<(), SinkError> {
-            Ok(())
-        }
-        fn commit(&mut self, _: &TxnInfo) -> Result<(), SinkError> {
-            Ok(())
-        }
-        fn message(&mut self, _: Lsn, _: &str, _: &[u8]) -> Result<(), SinkError> {
-            Ok(())
-        }
-    }
 
     fn summary(events: Vec<SummaryEvent>) -> SegmentSummary {
         SegmentSummary {
@@ -240,13 +222,13 @@ mod tests {
             kind: touch::LOOKUP | touch::DATA,
         }]);
         let major = PgMajor::Pg15;
-        let stop = |d: &mut Decoder, to| d.apply_summary(&s, major, Some(to), &mut Nothing);
+        let stop = |d: &mut Decoder, to| d.apply_summary(&s, major, Some(to), &mut Discard);
         assert!(stop(&mut decoder, Lsn(0x10_0100)).unwrap().1);
         assert!(stop(&mut decoder, Lsn(0x10_0028)).unwrap().1);
         assert!(!stop(&mut decoder, Lsn(0x10_0200)).unwrap().1);
         assert_eq!(
             decoder
-                .apply_summary(&s, major, None, &mut Nothing)
+                .apply_summary(&s, major, None, &mut Discard)
                 .unwrap(),
             (Lsn(0x10_0200), false)
         );

@@ -18,9 +18,10 @@
 
 use tokio_postgres::{Client, IsolationLevel};
 use walfill_core::sql::quote_literal;
-use walfill_snapshot::{Boundary, CopyFormat, Projection, ReplicationConnection};
+use walfill_snapshot::{CopyFormat, Projection, ReplicationConnection};
 
 use super::copy_rows::{route, rows_label};
+use super::slot_wait::Exported;
 use super::Context;
 use crate::control::state::{FillStart, Phase, VersionState};
 use crate::db::{self, Role};
@@ -64,17 +65,8 @@ pub(super) async fn fill_chunked(
             .await,
         )
         .map_err(|e| Error::destination("forgetting an earlier copy's chunks", e))?;
-        tracing::info!(%slot, "creating the slot; this waits for running source transactions");
-        let boundary = super::slot_wait::create_naming_blockers(
-            cx.source,
-            dest,
-            (&state.target, &state.version),
-            {
-                let (url, slot) = (db::replication_url(&cx.config.source), slot.clone());
-                move || Boundary::create(&url, &slot, false)
-            },
-        )
-        .await?;
+        let boundary =
+            super::slot_wait::create_slot(cx, dest, state, &slot, Exported::Snapshot).await?;
         failpoint::hit("copy.slot_created");
         // The exported snapshot serves only to describe the stream as of
         // the consistent point; it goes with its connection at once.

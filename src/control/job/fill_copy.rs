@@ -7,6 +7,7 @@ use tokio_postgres::Client;
 use walfill_snapshot::{Boundary, CopyFormat, ReplicationConnection};
 
 use super::copy_rows::{route, rows_label};
+use super::slot_wait::Exported;
 use super::Context;
 use crate::config::SnapshotMode;
 use crate::control::state::{FillStart, Phase, VersionState};
@@ -47,51 +48,16 @@ pub(super) async fn fill_copy(
     // keeps it.
     let loading = fresh && super::key_index::drop_for_load(dest, plan).await?
         || super::key_index::primary_key(dest, plan).await?.is_none();
-    let mut stream_conn = None;
-    let (copy, base, direct) = if fresh {
+    let (boundary, base) = if fresh {
         if slot_exists(cx.source, &slot).await? {
             // Created by a run that died before recording it: unused.
             crate::upstream::drop_slot(cx.source, &slot).await?;
         }
-        tracing::info!(%slot, "creating the slot; this waits for running source transactions");
-        let boundary = super::slot_wait::create_naming_blockers(
-            cx.source,
-            dest,
-            (&state.target, &state.version),
-            {
-                let (url, slot) = (url.clone(), slot.clone());
-                move || Boundary::create(&url, &slot, false)
-            },
-        )
-        .await?;
+        let boundary =
+            super::slot_wait::create_slot(cx, dest, state, &slot, Exported::Snapshot).await?;
         failpoint::hit("copy.slot_created");
         let base = super::base::writer(cx.config, cx.source, plan, &slot, boundary.lsn).await;
-        // The base snapshot keeps the source's rows, so rows go straight
-        // into the table only without one.
-        let (direct, format, projection) = route(cx, dest, plan, loading, base.is_some()).await?;
-        let copy = open(
-            cx,
-            snapshot_session,
-            plan,
-            (&boundary.snapshot, boundary.lsn, format),
-            (direct, projection),
-            None,
-            pace,
-            state,
-            base,
-        )
-        .await?;
-        state
-            .start_fill(
-                dest,
-                FillStart::Copy {
-                    boundary: boundary.lsn,
-                    stream: copy.stream_desc.clone(),
-                },
-            )
-            .await?;
-        stream_conn = Some(boundary.connection);
-        (copy, true, direct)
+        (boundary, base)
     } else {
         // The snapshot died with the previous run: a temporary slot gives a
         // new one.
@@ -104,23 +70,40 @@ pub(super) async fn fill_copy(
                  next snapshot backfill of this table that runs uninterrupted leaves one"
             );
         }
-        let (direct, format, projection) = route(cx, dest, plan, loading, false).await?;
-        let copy = open(
-            cx,
-            snapshot_session,
-            plan,
-            (&boundary.snapshot, boundary.lsn, format),
-            (direct, projection),
-            state.copy_cursor.clone(),
-            pace,
-            state,
-            None,
-        )
-        .await?;
-        // The temporary slot goes with its connection, after the copy.
-        let _keep = boundary.connection;
-        (copy, false, direct)
+        (boundary, None)
     };
+    // The base snapshot keeps the source's rows, so rows go straight into
+    // the table only without one.
+    let with_base = base.is_some();
+    let (direct, format, projection) = route(cx, dest, plan, loading, with_base).await?;
+    let copy = open(
+        cx,
+        snapshot_session,
+        plan,
+        (&boundary.snapshot, boundary.lsn, format),
+        (direct, projection),
+        state.copy_cursor.clone().filter(|_| !fresh),
+        pace,
+        state,
+        base,
+    )
+    .await?;
+    let mut stream_conn = None;
+    if fresh {
+        state
+            .start_fill(
+                dest,
+                FillStart::Copy {
+                    boundary: boundary.lsn,
+                    stream: copy.stream_desc.clone(),
+                },
+            )
+            .await?;
+        stream_conn = Some(boundary.connection);
+    } else {
+        // The copy imported the temporary slot's snapshot: the slot goes.
+        drop(boundary);
+    }
     failpoint::hit("copy.start");
     let projected = copy.projected();
     tracing::info!(
@@ -141,7 +124,7 @@ pub(super) async fn fill_copy(
         run(dest, &store, state, &mut throttled, cx.cancel, "copy").await?;
     }
     let (_session, base_writer) = copy.finish().await?;
-    if let (true, Some(writer)) = (base, base_writer) {
+    if let (true, Some(writer)) = (fresh, base_writer) {
         if let Err(e) = writer.finish().await {
             tracing::warn!(error = %e.describe(), "the base snapshot could not be completed");
         }

@@ -10,12 +10,12 @@ use std::time::{Duration, Instant};
 
 use tokio_postgres::Client;
 use walfill_replay::archive::Archive;
-use walfill_snapshot::{Boundary, ReplicationConnection};
+use walfill_snapshot::ReplicationConnection;
 
+use super::slot_wait::Exported;
 use super::Context;
 use crate::control::route::{source_identity, ReplayStart};
 use crate::control::state::{FillStart, Phase, VersionState};
-use crate::db;
 use crate::error::{Error, Result};
 use crate::failpoint;
 use crate::pipeline::apply::{Store, StreamDesc};
@@ -61,17 +61,8 @@ pub(super) async fn fill_replay(
         if state.phase == Phase::Replaying {
             tracing::warn!(%slot, "the version's slot is gone; replaying again to a new boundary");
         }
-        tracing::info!(%slot, "creating the slot; this waits for running source transactions");
-        let boundary = super::slot_wait::create_naming_blockers(
-            cx.source,
-            dest,
-            (&state.target, &state.version),
-            {
-                let (url, slot) = (db::replication_url(&cx.config.source), slot.clone());
-                move || Boundary::create_without_snapshot(&url, &slot)
-            },
-        )
-        .await?;
+        let boundary =
+            super::slot_wait::create_slot(cx, dest, state, &slot, Exported::Nothing).await?;
         failpoint::hit("replay.slot_created");
         state
             .start_fill(

@@ -15,10 +15,45 @@ use crate::error::{Error, Result};
 /// often they are named again.
 const NAME_AFTER: Duration = Duration::from_secs(3);
 
+/// What a version's slot is created with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Exported {
+    /// A snapshot at its consistent point, for a copy.
+    Snapshot,
+    /// Nothing: a replay reads the archive up to the consistent point.
+    Nothing,
+}
+
+/// Creates `state`'s version's slot `slot`, naming the sessions it waits
+/// for meanwhile (see [`create_naming_blockers`]).
+pub(super) async fn create_slot(
+    cx: &super::Context<'_>,
+    dest: &Client,
+    state: &crate::control::state::VersionState,
+    slot: &str,
+    exported: Exported,
+) -> Result<Boundary> {
+    tracing::info!(%slot, "creating the slot; this waits for running source transactions");
+    let (url, slot) = (
+        crate::db::replication_url(&cx.config.source),
+        slot.to_string(),
+    );
+    create_naming_blockers(
+        cx.source,
+        dest,
+        (&state.target, &state.version),
+        move || match exported {
+            Exported::Snapshot => Boundary::create(&url, &slot, false),
+            Exported::Nothing => Boundary::create_without_snapshot(&url, &slot),
+        },
+    )
+    .await
+}
+
 /// Runs `create` (which blocks until the slot exists) on a thread of its
 /// own; meanwhile names the sessions it waits for on `source`, in the log
 /// and as the state's `throttled` of `target`'s `version` in `dest`.
-pub(super) async fn create_naming_blockers(
+async fn create_naming_blockers(
     source: &Client,
     dest: &Client,
     (target, version): (&str, &str),

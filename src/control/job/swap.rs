@@ -45,7 +45,7 @@ pub async fn swap(
     force: bool,
     cancel: &CancellationToken,
 ) -> Result<()> {
-    let stale = ready_to_publish(config, dest, target, version, force, cancel).await?;
+    let stale = ready_to_publish(config, dest, (target, version), force, cancel).await?;
     publish(
         dest,
         (target, config.target(target).ok()),
@@ -93,7 +93,7 @@ pub async fn rollback(
             None => format!("target {target} has no previous version to roll back to"),
         }));
     };
-    let stale = ready_to_publish(config, dest, target, &previous, force, cancel).await?;
+    let stale = ready_to_publish(config, dest, (target, &previous), force, cancel).await?;
     publish(
         dest,
         (target, config.target(target).ok()),
@@ -114,8 +114,7 @@ pub async fn rollback(
 async fn ready_to_publish(
     config: &Config,
     dest: &mut Client,
-    target: &str,
-    version: &str,
+    (target, version): (&str, &str),
     force: bool,
     cancel: &CancellationToken,
 ) -> Result<Option<String>> {

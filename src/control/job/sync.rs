@@ -190,7 +190,7 @@ async fn follow_with_retry(
 ) -> Result<()> {
     let mut failures = 0;
     loop {
-        let result = Box::pin(follow_version(config, version, until, shared, cancel)).await;
+        let result = Box::pin(follow_version(config, version, (until, shared), cancel)).await;
         let e = match result {
             Ok(()) => return Ok(()),
             Err(e) => e,
@@ -307,11 +307,12 @@ async fn wait_for_enum_labels(
     }
 }
 
+/// Follows `version` until `until` (until stopped without one); `shared`:
+/// only if no other process follows it.
 async fn follow_version(
     config: &Config,
     version: &VersionState,
-    until: Option<Lsn>,
-    shared: bool,
+    (until, shared): (Option<Lsn>, bool),
     cancel: &CancellationToken,
 ) -> Result<()> {
     let mut dest = db::connect(&config.destination, Role::Destination).await?;

@@ -2,11 +2,11 @@
 //! catalog journal: which tables were created where, their schemas, which
 //! ones the journal lost track of, and where decoding may restart.
 
-use walfill_core::{Lsn, RowChange};
+use walfill_core::Lsn;
 use walfill_replay::archive::{Archive, ReadOptions};
 use walfill_replay::decode::{
-    Catalog, Creation, DecodeOptions, Decoder, Identity, LostRelation, NewRelation, RelationSchema,
-    Sink, SinkError, TxnInfo,
+    Catalog, Creation, DecodeOptions, Decoder, Discard, Identity, LostRelation, NewRelation,
+    RelationSchema,
 };
 use walfill_replay::TimelineId;
 
@@ -47,23 +47,6 @@ fn seeded(database: u32, known: Option<&NewRelation>) -> Catalog {
         catalog.insert(RelationSchema::new(relation.clone()));
     }
     catalog
-}
-
-struct Discard;
-
-impl Sink for Discard {
-    fn begin(&mut self, _: &TxnInfo) -> Result<(), SinkError> {
-        Ok(())
-    }
-    fn change(&mut self, _: &TxnInfo, _: RowChange) -> Result<(), SinkError> {
-        Ok(())
-    }
-    fn commit(&mut self, _: &TxnInfo) -> Result<(), SinkError> {
-        Ok(())
-    }
-    fn message(&mut self, _: Lsn, _: &str, _: &[u8]) -> Result<(), SinkError> {
-        Ok(())
-    }
 }
 
 /// Scans the WAL of database `database` in the archive from `from` to the

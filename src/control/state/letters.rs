@@ -7,7 +7,7 @@
 use tokio_postgres::{GenericClient, Transaction};
 use walfill_core::Version;
 
-use super::version::VersionState;
+use super::version::SharedWatermark;
 use crate::error::{Error, Result};
 use crate::pipeline::apply::{Cursor, RecordProgress};
 use crate::pipeline::source::letters::Position;
@@ -19,8 +19,8 @@ pub struct LetterProgress {
     version: String,
     /// The last letter settled (`None`: none yet).
     pub after: Option<Position>,
-    /// The version's TRUNCATE watermark, as of the batch being stored.
-    truncated: Option<Version>,
+    /// The version's TRUNCATE watermark, as its stream has it.
+    watermark: SharedWatermark,
 }
 
 impl LetterProgress {
@@ -54,7 +54,7 @@ impl LetterProgress {
             target: target.into(),
             version: version.into(),
             after,
-            truncated: None,
+            watermark: SharedWatermark::new(target, version),
         })
     }
 
@@ -76,15 +76,11 @@ impl LetterProgress {
 
 impl RecordProgress for LetterProgress {
     fn truncated(&self) -> Option<Version> {
-        self.truncated
+        self.watermark.truncated
     }
 
-    /// The TRUNCATE watermark as the version's stream has it now.
     async fn before_batch(&mut self, tx: &Transaction<'_>) -> Result<()> {
-        self.truncated = VersionState::load(tx, &self.target, &self.version)
-            .await?
-            .and_then(|now| now.truncated);
-        Ok(())
+        self.watermark.reread(tx).await
     }
 
     /// Records the batch's last letter on the version. The watermark is

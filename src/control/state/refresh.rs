@@ -12,7 +12,7 @@
 use tokio_postgres::{GenericClient, Transaction};
 use walfill_core::Version;
 
-use super::version::VersionState;
+use super::version::SharedWatermark;
 use crate::error::{Error, Result};
 use crate::pipeline::apply::{Cursor, RecordProgress};
 
@@ -20,8 +20,6 @@ use crate::pipeline::apply::{Cursor, RecordProgress};
 #[derive(Debug)]
 pub struct RefreshProgress {
     request: i64,
-    target: String,
-    version: String,
     /// The key of the last source row stored (`None`: none yet).
     pub up_to: Option<Vec<String>>,
     /// Source rows stored so far, by every attempt.
@@ -30,8 +28,8 @@ pub struct RefreshProgress {
     pub tombstoned_up_to: Option<Vec<String>>,
     /// Keys made tombstones so far, by every attempt.
     pub tombstoned: i64,
-    /// The version's TRUNCATE watermark, as of the batch being stored.
-    truncated: Option<Version>,
+    /// The version's TRUNCATE watermark, as its stream has it.
+    watermark: SharedWatermark,
 }
 
 impl RefreshProgress {
@@ -58,30 +56,22 @@ impl RefreshProgress {
         };
         Ok(RefreshProgress {
             request,
-            target: target.into(),
-            version: version.into(),
             up_to,
             rows,
             tombstoned_up_to,
             tombstoned,
-            truncated: None,
+            watermark: SharedWatermark::new(target, version),
         })
     }
 }
 
 impl RecordProgress for RefreshProgress {
     fn truncated(&self) -> Option<Version> {
-        self.truncated
+        self.watermark.truncated
     }
 
-    /// The TRUNCATE watermark as the version's stream has it now: a
-    /// TRUNCATE applied since the refresh began removes the chunk's older
-    /// rows at once.
     async fn before_batch(&mut self, tx: &Transaction<'_>) -> Result<()> {
-        self.truncated = VersionState::load(tx, &self.target, &self.version)
-            .await?
-            .and_then(|now| now.truncated);
-        Ok(())
+        self.watermark.reread(tx).await
     }
 
     /// Records the batch's last key and rows (or keys made tombstones) on

@@ -505,3 +505,35 @@ pub struct NewVersion<'a> {
     /// Slot name.
     pub slot_name: &'a str,
 }
+
+/// The TRUNCATE watermark of a version that its stream writes while
+/// another job (a scoped refresh, a dead-letter retry) writes it too: read
+/// again in the transaction of each of the job's batches, so a TRUNCATE
+/// the stream applied meanwhile removes the batch's older rows at once.
+/// It is the stream's to record, never the job's.
+#[derive(Debug)]
+pub(super) struct SharedWatermark {
+    target: String,
+    version: String,
+    /// As of the batch being stored.
+    pub(super) truncated: Option<walfill_core::Version>,
+}
+
+impl SharedWatermark {
+    /// The watermark of `version` of `target`, not read yet.
+    pub(super) fn new(target: &str, version: &str) -> SharedWatermark {
+        SharedWatermark {
+            target: target.into(),
+            version: version.into(),
+            truncated: None,
+        }
+    }
+
+    /// Reads it in `tx`, the transaction a batch is about to be stored in.
+    pub(super) async fn reread(&mut self, tx: &tokio_postgres::Transaction<'_>) -> Result<()> {
+        self.truncated = VersionState::load(tx, &self.target, &self.version)
+            .await?
+            .and_then(|now| now.truncated);
+        Ok(())
+    }
+}

@@ -246,17 +246,13 @@ impl BaseWriter {
             self.boundary.0, self.first_row
         );
         let path = self.dir().clone().join(file.as_str());
-        self.archive
-            .store()
-            .put(&path, PutPayload::from(bytes))
-            .await
-            .map_err(|e| {
-                Error::Internal(format!(
-                    "storing base snapshot part {} of {}: {e}",
-                    self.archive.relative(&path),
-                    self.archive.url()
-                ))
-            })?;
+        put(
+            &self.archive,
+            &path,
+            PutPayload::from(bytes),
+            "base snapshot part",
+        )
+        .await?;
         self.first_row += self.buffered as u64;
         self.buffered = 0;
         crate::failpoint::hit("base.part_written");
@@ -323,17 +319,13 @@ impl BaseWriter {
             .map_err(|e| Error::Internal(format!("writing the base manifest: {e}")))?;
         crate::failpoint::hit("base.before_manifest");
         let path = dir.clone().join("manifest.json");
-        self.archive
-            .store()
-            .put(&path, PutPayload::from(text))
-            .await
-            .map_err(|e| {
-                Error::Internal(format!(
-                    "storing the base manifest {} of {}: {e}",
-                    self.archive.relative(&path),
-                    self.archive.url()
-                ))
-            })?;
+        put(
+            &self.archive,
+            &path,
+            PutPayload::from(text),
+            "the base manifest",
+        )
+        .await?;
         tracing::info!(
             archive = %self.archive.url(),
             object = %self.archive.relative(&path),
@@ -409,4 +401,25 @@ fn encode_part(schema: Arc<Schema>, batch: RecordBatch) -> Result<Vec<u8>> {
 fn part_lsn(name: &str) -> Option<Lsn> {
     let hex = name.strip_prefix("part-")?.split('-').next()?;
     u64::from_str_radix(hex, 16).ok().map(Lsn)
+}
+
+/// Stores `payload` (`what` it is) at `path` in `archive`.
+async fn put(
+    archive: &Archive,
+    path: &object_store::path::Path,
+    payload: PutPayload,
+    what: &str,
+) -> Result<()> {
+    archive
+        .store()
+        .put(path, payload)
+        .await
+        .map(|_| ())
+        .map_err(|e| {
+            Error::Internal(format!(
+                "storing {what} {} of {}: {e}",
+                archive.relative(path),
+                archive.url()
+            ))
+        })
 }

@@ -96,14 +96,18 @@ impl Archive {
         })
     }
 
-    /// The layout what the URL's top level holds shows; `None` when empty.
-    async fn detect(&self) -> Result<Option<Layout>, ArchiveError> {
+    /// What the URL's top level holds: its folders and files.
+    async fn top_level(&self) -> Result<object_store::ListResult, ArchiveError> {
         let prefix = self.prefix();
-        let listing = self
-            .store()
+        self.store()
             .list_with_delimiter(Some(prefix))
             .await
-            .map_err(|e| self.store_error("list", prefix, e))?;
+            .map_err(|e| self.store_error("list", prefix, e))
+    }
+
+    /// The layout what the URL's top level holds shows; `None` when empty.
+    async fn detect(&self) -> Result<Option<Layout>, ArchiveError> {
+        let listing = self.top_level().await?;
         let last = |p: &Path| p.filename().unwrap_or_default().to_string();
         let folders: Vec<String> = listing.common_prefixes.iter().map(last).collect();
         let files: Vec<String> = listing.objects.iter().map(|m| last(&m.location)).collect();
@@ -162,12 +166,7 @@ impl Archive {
                 }
             });
         }
-        let prefix = self.prefix();
-        let listing = self
-            .store()
-            .list_with_delimiter(Some(prefix))
-            .await
-            .map_err(|e| self.store_error("list", prefix, e))?;
+        let listing = self.top_level().await?;
         let newest = listing
             .common_prefixes
             .iter()
