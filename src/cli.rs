@@ -8,7 +8,7 @@ use walfill_replay::Lsn;
 
 use crate::config::{Config, PgUrl};
 use crate::control::route::PathChoice;
-use crate::error::{Error, Result};
+use crate::error::{Error, Refusal, Result};
 
 /// `--layout`: an archive layout, or `auto` (`None`: detect it).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -423,13 +423,13 @@ pub enum Command {
 }
 
 /// `--swap-at`: RFC 3339 with an offset, kept as given.
-pub fn parse_swap_at(text: &str) -> Result<String, String> {
+pub fn parse_swap_at(text: &str) -> Result<String, Refusal> {
     chrono::DateTime::parse_from_rfc3339(text)
         .map(|t| t.to_rfc3339())
         .map_err(|e| {
-            format!(
-                "{text:?} is not an RFC 3339 time with an offset ({e}); write e.g. \
-                 2026-12-08T02:00:00+01:00 or 2026-12-08T01:00:00Z"
+            Refusal::new(
+                format!("{text:?} is not an RFC 3339 time with an offset ({e})"),
+                "write e.g. 2026-12-08T02:00:00+01:00 or 2026-12-08T01:00:00Z",
             )
         })
 }
@@ -501,11 +501,10 @@ pub struct DecodeCommand {
 /// `--source`, or the configuration's source.
 pub fn source_url(given: Option<&str>, config: Option<&Config>) -> Result<PgUrl> {
     match given {
-        Some(url) => {
-            PgUrl::parse(url, "--source").map_err(|m| Error::Request(format!("--source: {m}")))
-        }
+        Some(url) => PgUrl::parse(url, "--source")
+            .map_err(|m| Error::refused_no_fix(format!("--source: {m}"))),
         None => config
             .map(|c| c.source.clone())
-            .ok_or_else(|| Error::Request("no source: give --source URL".into())),
+            .ok_or_else(|| Error::refused("no source", "give --source URL")),
     }
 }

@@ -67,7 +67,11 @@ mod tests {
 
     #[test]
     fn only_transient_errors_are_retried() {
-        assert!(may_retry(&Error::Busy("a slot is held".into())));
+        assert!(may_retry(&Error::Busy {
+            work: "replication slot s".into(),
+            holder: "another process".into(),
+            fix: "stop it".into(),
+        }));
         assert!(!may_retry(&Error::Problems(vec!["no key".into()])));
         assert!(!may_retry(&Error::Interrupted));
     }

@@ -143,13 +143,17 @@ impl From<ArchiverError> for Error {
                 Error::Source(SnapshotError::Replication { context, source })
             }
             ArchiverError::Protocol(m) => Error::Source(SnapshotError::Protocol(m)),
-            ArchiverError::SlotBusy { .. } => Error::Busy(e.to_string()),
+            ArchiverError::SlotBusy { slot, pid } => Error::Busy {
+                work: format!("replication slot {slot}"),
+                holder: format!("process {pid} (another `walfill archive`?)"),
+                fix: "stop it, or give this one --slot NAME".into(),
+            },
             ArchiverError::Slot { .. }
             | ArchiverError::TimelineSwitch { .. }
             | ArchiverError::AheadOfSource { .. }
             | ArchiverError::ReadFile { .. }
             | ArchiverError::NotWal { .. }
-            | ArchiverError::Conflict { .. } => Error::Request(e.to_string()),
+            | ArchiverError::Conflict { .. } => Error::refused_no_fix(e.to_string()),
         }
     }
 }

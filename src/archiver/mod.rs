@@ -49,7 +49,7 @@ use crate::config::Config;
 pub use error::ArchiverError;
 pub use push::{wal_push, PushOutcome};
 pub use run::{archive, default_slot_name};
-pub use slot::{describe as describe_dropped_slot, drop_slot, Dropped};
+pub use slot::{describe as describe_dropped_slot, drop_slot, in_use as slot_in_use, Dropped};
 
 /// The configured archive's URL, or an error saying how to configure one
 /// for `command`.

@@ -7,7 +7,7 @@ use std::time::Duration;
 use crate::config::Config;
 use crate::control::status::human_bytes;
 use crate::db::{self, Role};
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 /// What [`drop_slot`] found.
 #[derive(Debug, PartialEq, Eq)]
@@ -55,9 +55,16 @@ pub fn describe(name: &str, dropped: &Dropped) -> String {
             human_bytes(*kept)
         ),
         Dropped::Missing => format!("the source has no archiver slot {name}"),
-        Dropped::InUse => format!(
-            "the archiver's slot {name} is in use by a running `walfill archive`: stop it, then \
-             run `walfill archive --drop-slot`"
-        ),
+        Dropped::InUse => in_use(name).to_string(),
+    }
+}
+
+/// The error for the archiver's slot `name` left in place because a
+/// `walfill archive` streams from it ([`Dropped::InUse`]).
+pub fn in_use(name: &str) -> Error {
+    Error::Busy {
+        work: format!("the archiver's slot {name}"),
+        holder: "a running `walfill archive`".into(),
+        fix: "stop it, then run `walfill archive --drop-slot`".into(),
     }
 }

@@ -9,7 +9,7 @@ use walfill_replay::Lsn;
 use crate::archiver::{self, Dropped};
 use crate::config::Config;
 use crate::db::{self, Role};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::upstream::journal;
 
 /// Streams WAL into the archive until cancelled (or, with `until`, until
@@ -41,7 +41,7 @@ pub async fn drop_slot(config: &Config, slot: Option<&str>) -> Result<()> {
     let said = archiver::describe_dropped_slot(&name, &dropped);
     crate::say!("{said}")?;
     match dropped {
-        Dropped::InUse => Err(Error::Busy(said)),
+        Dropped::InUse => Err(archiver::slot_in_use(&name)),
         _ => Ok(()),
     }
 }

@@ -96,10 +96,9 @@ async fn serve_state(config: &Config) -> Result<tokio_postgres::Client> {
         .map_err(|e| Error::destination("looking for walfill's state schema", e))?
         .get(0);
     if !serving {
-        return Err(Error::Request(
-            "the destination's state schema predates `walfill serve`; run `walfill setup` \
-             again to add its tables"
-                .into(),
+        return Err(Error::refused(
+            "the destination's state schema predates `walfill serve`",
+            "run `walfill setup` again to add its tables",
         ));
     }
     Ok(dest)

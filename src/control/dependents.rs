@@ -148,23 +148,25 @@ pub async fn check(client: &impl GenericClient, target: &Target, plan: &Plan) ->
     if dependents.is_empty() {
         return Ok(());
     }
-    Err(Error::Request(format!(
-        "version {} of {} changes the view's columns (from {} to {}), so publishing it must drop \
-         and recreate {view}, and these objects depend on it: {}. Choose one: set \
-         `dependent_views = \"recreate\"` on the target (the swap saves their definitions, \
-         owners and grants and recreates them in its transaction, and fails if one no longer \
-         fits); or drop them now and recreate them after the swap; or keep the view's columns \
-         as they are, adding new ones at the end only",
-        plan.def.version,
-        target.name,
-        describe(&current),
-        describe(&new),
-        dependents
-            .iter()
-            .map(|d| format!("{} ({})", d.name, d.kind))
-            .collect::<Vec<_>>()
-            .join(", ")
-    )))
+    Err(Error::refused(
+        format!(
+            "version {} of {} changes the view's columns (from {} to {}), so publishing it must \
+             drop and recreate {view}, and these objects depend on it: {}",
+            plan.def.version,
+            target.name,
+            describe(&current),
+            describe(&new),
+            dependents
+                .iter()
+                .map(|d| format!("{} ({})", d.name, d.kind))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        "choose one: set `dependent_views = \"recreate\"` on the target (the swap saves their \
+         definitions, owners and grants and recreates them in its transaction, and fails if one \
+         no longer fits); or drop them now and recreate them after the swap; or keep the view's \
+         columns as they are, adding new ones at the end only",
+    ))
 }
 
 fn describe(columns: &[(String, String)]) -> String {

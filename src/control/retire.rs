@@ -32,9 +32,10 @@ pub async fn retire_version(config: &Config, target: &str, version: &str) -> Res
     let v = VersionState::load_existing(&dest, target, version).await?;
     let current = state::target_state(&dest, target).await?;
     if v.phase == Phase::Active || current.active.as_deref() == Some(version) {
-        return Err(Error::Request(format!(
-            "version {version} of {target} is active; swap another version in first"
-        )));
+        return Err(Error::refused(
+            format!("version {version} of {target} is active"),
+            "swap another version in first",
+        ));
     }
     let already = v.phase == Phase::Retired;
     if !already {

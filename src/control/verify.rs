@@ -240,11 +240,10 @@ pub async fn verify_version(
 async fn subject(config: &Config, dest: &Client, target: &str, version: &str) -> Result<Subject> {
     let v = VersionState::load_existing(dest, target, version).await?;
     if !v.phase.is_live() {
-        return Err(Error::Request(format!(
-            "version {version} of {target} is {}; only a built version (ready, active, \
-             previous) can be verified",
-            v.phase
-        )));
+        return Err(Error::refused(
+            format!("version {version} of {target} is {}", v.phase),
+            "only a built version (ready, active, previous) can be verified",
+        ));
     }
     let plan = v.plan(dest).await?;
     let relid = v
@@ -261,7 +260,7 @@ async fn subject(config: &Config, dest: &Client, target: &str, version: &str) ->
         .map_err(|e| Error::source_query("finding the source table", e))?
         .map(|r| r.get(0))
         .ok_or_else(|| {
-            Error::Request(format!(
+            Error::refused_no_fix(format!(
                 "the source table of {target} (OID {relid}) is gone; nothing to verify against"
             ))
         })?;
@@ -408,12 +407,10 @@ async fn as_named_now(source: &Client, plan: &Plan, relid: u32) -> Result<(Plan,
             continue;
         }
         let named = same.ok_or_else(|| {
-            Error::SchemaChanged(format!(
-                "column {} of {} the version reads was dropped or retyped on the source; \
-                     verify compares a version with its source's columns as planned: {}",
-                column.name,
-                plan.source,
-                plan.rebuild_hint()
+            plan.schema_changed(format!(
+                "column {} of {} the version reads was dropped or retyped on the source, and \
+                 verify compares a version with its source's columns as planned",
+                column.name, plan.source,
             ))
         })?;
         if named.name != column.name {

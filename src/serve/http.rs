@@ -146,7 +146,7 @@ fn same(a: &str, b: &str) -> bool {
 fn failure(e: &Error) -> Response {
     let code = match e {
         Error::Config(_) => StatusCode::NOT_FOUND,
-        Error::Request(_) => StatusCode::CONFLICT,
+        Error::Refused(_) => StatusCode::CONFLICT,
         _ => StatusCode::SERVICE_UNAVAILABLE,
     };
     (code, Json(serde_json::json!({ "error": e.describe() }))).into_response()
@@ -305,16 +305,16 @@ async fn backfill(
     let made = async {
         config.target(&target)?;
         if query.purge && query.scope.is_some() {
-            return Err(Error::Request(
-                "purge rebuilds the whole table into a new version and where refreshes part \
-                 of the published one in place; ask for one of them"
-                    .into(),
+            return Err(Error::refused(
+                "purge rebuilds the whole table into a new version and where refreshes part of \
+                 the published one in place",
+                "ask for one of them",
             ));
         }
         let gate = requests::Gate {
             no_swap: query.no_swap,
             swap_at: match query.swap_at.as_deref() {
-                Some(text) => Some(crate::cli::parse_swap_at(text).map_err(Error::Request)?),
+                Some(text) => Some(crate::cli::parse_swap_at(text)?),
                 None => None,
             },
             verify_before_swap: query.verify_before_swap,

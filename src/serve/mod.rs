@@ -153,22 +153,24 @@ pub async fn serve(
     // `[serve] archiver = true` over an archive another tool fills is
     // refused now, not failed on again and again.
     // (An archive that cannot be read now is the archiver's to retry.)
-    if let Err(e @ Error::Request(_)) = supervise::archiver_off(&config).await {
+    if let Err(e @ Error::Refused(_)) = supervise::archiver_off(&config).await {
         return Err(e);
     }
     let worker = worker_name();
     let listen = options.listen.or(config.serve.listen);
     for token in &config.serve.tokens {
-        token.secret().map_err(Error::Request)?;
+        token.secret()?;
     }
     if let Some(addr) = listen.filter(|a| !a.ip().is_loopback()) {
         if config.serve.tokens.is_empty() {
-            return Err(Error::Request(format!(
-                "listening on {addr}, beyond this host, needs tokens: anyone who reaches the \
-                 port could request rebuilds and pause targets. Declare [[serve.tokens]] (name, \
-                 access = \"read\" or \"write\", secret_env = the variable holding its secret), \
-                 or listen on 127.0.0.1"
-            )));
+            return Err(Error::refused(
+                format!(
+                    "listening on {addr}, beyond this host, needs tokens: anyone who reaches the \
+                     port could request rebuilds and pause targets"
+                ),
+                "declare [[serve.tokens]] (name, access = \"read\" or \"write\", secret_env = \
+                 the variable holding its secret), or listen on 127.0.0.1",
+            ));
         }
     }
     // The certificate and key are read now: a bad one stops the start.
@@ -195,9 +197,10 @@ pub async fn serve(
     background.spawn(compactor::run(shared.clone(), cancel.clone()));
     if let Some(addr) = listen {
         let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| {
-            Error::Request(format!(
-                "cannot listen on {addr}: {e}; pick another address with --listen"
-            ))
+            Error::refused(
+                format!("cannot listen on {addr}: {e}"),
+                "pick another address with --listen",
+            )
         })?;
         tracing::info!(
             %addr,

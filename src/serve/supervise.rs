@@ -149,11 +149,12 @@ pub(super) async fn archiver_off(config: &Config) -> Result<Option<String>, Erro
          pgBackRest, WAL-G) and walfill only reads it"
     );
     match config.serve.archiver {
-        ArchiverSetting::On => Err(Error::Request(format!(
-            "[serve] archiver = true, but {why}; set `archiver = \"auto\"` (the default) or \
-             false and keep that tool archiving, or point [archive] url at an empty location \
-             for walfill to archive into in its own layout"
-        ))),
+        ArchiverSetting::On => Err(Error::refused(
+            format!("[serve] archiver = true, but {why}"),
+            "set `archiver = \"auto\"` (the default) or false and keep that tool archiving, \
+             or point [archive] url at an empty location for walfill to archive into in its \
+             own layout",
+        )),
         _ => Ok(Some(format!("{why} ([serve] archiver = \"auto\")"))),
     }
 }

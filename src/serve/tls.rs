@@ -23,15 +23,17 @@ const HANDSHAKE: Duration = Duration::from_secs(10);
 /// configuration error that names it.
 pub(super) fn acceptor(files: &TlsFiles) -> Result<TlsAcceptor> {
     let unusable = |path: &Path, what: &str, e: &dyn std::fmt::Display| {
-        Error::Request(format!(
-            "serve.{what} = {:?} cannot be used: {e}; give a PEM file ({})",
-            path.display(),
-            if what == "tls_cert" {
-                "the server's certificate first, then its chain"
-            } else {
-                "the certificate's private key: PKCS#8, PKCS#1 or SEC1"
-            }
-        ))
+        Error::refused(
+            format!("serve.{what} = {:?} cannot be used: {e}", path.display()),
+            format!(
+                "give a PEM file ({})",
+                if what == "tls_cert" {
+                    "the server's certificate first, then its chain"
+                } else {
+                    "the certificate's private key: PKCS#8, PKCS#1 or SEC1"
+                }
+            ),
+        )
     };
     let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(&files.cert)
         .and_then(|certs| certs.collect())

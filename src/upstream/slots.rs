@@ -60,10 +60,11 @@ pub async fn drop_slot_when_free(
             None => return Ok(()),
             Some(false) => return drop_slot(source, slot).await,
             Some(true) if started.elapsed() > wait => {
-                return Err(Error::Busy(format!(
-                    "replication slot {slot} is still in use by another process; stop it and \
-                     run this again"
-                )))
+                return Err(Error::Busy {
+                    work: format!("replication slot {slot}"),
+                    holder: "another process".into(),
+                    fix: "stop it and run this again".into(),
+                })
             }
             Some(true) => tokio::time::sleep(std::time::Duration::from_millis(250)).await,
         }

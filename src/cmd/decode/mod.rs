@@ -39,8 +39,9 @@ pub async fn command(given: DecodeCommand, config: Option<&Config>) -> Result<u8
         .archive
         .or_else(|| config.and_then(|c| c.archive.clone()))
         .ok_or_else(|| {
-            Error::Request(
-                "no archive: give --archive URL or [archive] url in the configuration".into(),
+            Error::refused(
+                "no archive",
+                "give --archive URL or [archive] url in the configuration",
             )
         })?;
     let catalog = match given.catalog {
@@ -122,10 +123,13 @@ impl CatalogSource {
             }
             CatalogSource::File(path) => {
                 let text = std::fs::read_to_string(path).map_err(|e| {
-                    Error::Request(format!("cannot read catalog file {}: {e}", path.display()))
+                    Error::refused_no_fix(format!(
+                        "cannot read catalog file {}: {e}",
+                        path.display()
+                    ))
                 })?;
                 let snapshot: CatalogSnapshot = serde_json::from_str(&text).map_err(|e| {
-                    Error::Request(format!(
+                    Error::refused_no_fix(format!(
                         "catalog file {} is not a walfill catalog: {e}",
                         path.display()
                     ))
@@ -143,7 +147,7 @@ pub async fn decode(args: DecodeArgs) -> Result<u8> {
         .iter()
         .map(|name| {
             parse_identifier(name)
-                .map_err(|m| Error::Request(format!("--exclude-schema {name:?}: {m}")))
+                .map_err(|m| Error::refused_no_fix(format!("--exclude-schema {name:?}: {m}")))
         })
         .collect::<Result<BTreeSet<String>>>()?;
     let catalog = args.catalog.load().await?;
@@ -151,13 +155,13 @@ pub async fn decode(args: DecodeArgs) -> Result<u8> {
         None => None,
         Some(name) => {
             let wanted = parse_qualified(name)
-                .map_err(|m| Error::Request(format!("--table {name:?}: {m}")))?;
+                .map_err(|m| Error::refused_no_fix(format!("--table {name:?}: {m}")))?;
             let oid = catalog
                 .relations()
                 .find(|r| r.relation.schema == wanted.schema && r.relation.name == wanted.name)
                 .map(|r| r.spec.oid)
                 .ok_or_else(|| {
-                    Error::Request(format!(
+                    Error::refused_no_fix(format!(
                         "--table {name}: no such permanent table in the source database"
                     ))
                 })?;

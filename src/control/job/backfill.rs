@@ -21,7 +21,7 @@ use crate::config::Config;
 use crate::control::route::PathChoice;
 use crate::control::state::{self, lock, NewVersion, Path, Phase, VersionState};
 use crate::db::{self, Role};
-use crate::error::{Directive, Error, Result};
+use crate::error::{Directive, Error, Loss, LostVersion, Result};
 use crate::failpoint;
 use crate::pipeline::version_sql::{self, Definition, Plan};
 use crate::upstream::require_publication;
@@ -98,10 +98,10 @@ async fn build(
         Some(mut recorded) => {
             same_definition(&recorded, &wanted)?;
             if recorded.phase == Phase::Retired {
-                return Err(Error::Request(format!(
-                    "version {} of {name} was retired; configure a new version to rebuild",
-                    recorded.version
-                )));
+                return Err(Error::refused(
+                    format!("version {} of {name} was retired", recorded.version),
+                    "configure a new version to rebuild",
+                ));
             }
             if recorded.source_desc.is_none() {
                 // Recorded by an older walfill: described by name, once.
@@ -227,11 +227,14 @@ fn same_definition(recorded: &VersionState, wanted: &Definition) -> Result<()> {
     if defines_same(recorded, wanted) {
         return Ok(());
     }
-    Err(Error::Request(format!(
-        "version {} of target {} was built from a different definition (select {:?}, where \
-         {:?}); give the new definition a new version, or restore the old one",
-        recorded.version, recorded.target, recorded.select_sql, recorded.filter_sql
-    )))
+    Err(Error::refused(
+        format!(
+            "version {} of target {} was built from a different definition (select {:?}, where \
+             {:?})",
+            recorded.version, recorded.target, recorded.select_sql, recorded.filter_sql
+        ),
+        "give the new definition a new version, or restore the old one",
+    ))
 }
 
 /// Runs the version's remaining phases, each from what the state records.
@@ -263,9 +266,9 @@ async fn run(
                 let opened =
                     Follower::open(cx, catalog, state, plan, stream_conn.take(), None).await;
                 let mut follower = match opened {
-                    Err(Error::Lost(reason)) => {
-                        tracing::warn!(%reason, "building the version again");
-                        state.rebuild(dest, &reason).await?;
+                    Err(Error::Lost(lost)) => {
+                        tracing::warn!(reason = %lost.reason, "building the version again");
+                        state.rebuild(dest, &lost.reason).await?;
                         continue;
                     }
                     other => other?,
@@ -275,13 +278,17 @@ async fn run(
             }
             Phase::Ready | Phase::Previous | Phase::Active if state.lost.is_some() => {
                 // Lost while this run went on: start over from the top.
-                return Err(Error::Lost(format!(
-                    "version {} of {} lost changes while it was built ({}); run the backfill \
-                     again to rebuild it",
-                    state.version,
-                    state.target,
-                    state.lost.as_deref().unwrap_or("")
-                )));
+                return Err(LostVersion {
+                    target: state.target.clone(),
+                    version: state.version.clone(),
+                    loss: Loss::Changes,
+                    reason: format!(
+                        "{}, while it was built",
+                        state.lost.as_deref().unwrap_or("")
+                    ),
+                    fix: Some("run the backfill again to rebuild it".into()),
+                }
+                .into());
             }
             Phase::Ready if options.no_swap => {
                 tracing::info!(
@@ -324,7 +331,7 @@ async fn run(
                 return Ok(());
             }
             Phase::Retired => {
-                return Err(Error::Request(format!(
+                return Err(Error::refused_no_fix(format!(
                     "version {} of {} was retired",
                     state.version, state.target
                 )))
@@ -413,10 +420,10 @@ async fn fill(
             Err(e) if e.directive() == Directive::FallBack => {
                 let reason = e.describe();
                 if options.path == PathChoice::Replay {
-                    return Err(Error::Request(format!(
-                        "the replay cannot go on: {reason}; run without --path replay to build \
-                         the version from a snapshot"
-                    )));
+                    return Err(Error::refused(
+                        format!("the replay cannot go on: {reason}"),
+                        "run without --path replay to build the version from a snapshot",
+                    ));
                 }
                 fall_back(cx, dest, state, &reason).await?;
                 Ok(None)

@@ -55,20 +55,20 @@ pub async fn compact(
     names: &[String],
     cancel: &CancellationToken,
 ) -> Result<Vec<Compacted>> {
-    let url = config.archive.as_deref().ok_or_else(|| {
-        Error::Request("compaction reads the archive: configure [archive] url".into())
-    })?;
+    let url = config
+        .archive
+        .as_deref()
+        .ok_or_else(|| Error::refused("compaction reads the archive", "configure [archive] url"))?;
     if !config.archive_settings.base_snapshots {
-        return Err(Error::Request(
+        return Err(Error::refused_no_fix(
             "[archive] base_snapshots = false: walfill keeps no base snapshots, so there is \
-             nothing to compact"
-                .into(),
+             nothing to compact",
         ));
     }
     let archive = config.open_archive(url)?;
     let bases = config
         .open_bases()
-        .ok_or_else(|| Error::Request("no store of base snapshots is configured".into()))??;
+        .ok_or_else(|| Error::refused_no_fix("no store of base snapshots is configured"))??;
     bases.check_writable().await?;
     let dest = db::connect(&config.destination, Role::Destination).await?;
     state::require(&dest).await?;
@@ -281,7 +281,7 @@ fn select<'a>(config: &'a Config, names: &[String]) -> Result<Vec<&'a crate::con
                     .iter()
                     .map(|t| t.source.to_string())
                     .collect();
-                return Err(Error::Request(format!(
+                return Err(Error::refused_no_fix(format!(
                     "{e}; nor is {name:?} a table a target reads ({})",
                     if tables.is_empty() {
                         "none".to_string()

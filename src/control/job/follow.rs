@@ -14,7 +14,7 @@ use walfill_snapshot::{
 use super::Context;
 use crate::control::state::VersionState;
 use crate::db;
-use crate::error::{Error, Result};
+use crate::error::{Error, Loss, LostVersion, Result};
 use crate::failpoint;
 use crate::pipeline::apply::{run, Applied, Store, StreamDesc};
 use crate::pipeline::source::live::{LiveOptions, LiveSource};
@@ -53,21 +53,28 @@ impl Follower {
             .or(state.boundary_lsn)
             .unwrap_or(Lsn::INVALID);
         let slot = state.slot_name.clone();
+        let lost = |reason: String| -> Error {
+            LostVersion {
+                target: state.target.clone(),
+                version: state.version.clone(),
+                loss: Loss::Changes,
+                reason,
+                fix: None,
+            }
+            .into()
+        };
         match slot_health(source, &slot).await? {
             SlotHealth::Kept => {}
             SlotHealth::Missing => {
-                return Err(Error::Lost(format!(
-                    "version {} of {} lost its replication slot {slot}, so the changes after \
-                     {from} can never reach it",
-                    state.version, state.target
+                return Err(lost(format!(
+                    "its replication slot {slot} is gone, so the changes after {from} can never \
+                     reach it"
                 )))
             }
             SlotHealth::Invalidated => {
-                return Err(Error::Lost(format!(
-                    "the source removed WAL that the replication slot {slot} of version {} of \
-                     {} still needed (max_slot_wal_keep_size), so changes after {from} can never \
-                     reach it",
-                    state.version, state.target
+                return Err(lost(format!(
+                    "the source removed WAL its replication slot {slot} still needed \
+                     (max_slot_wal_keep_size), so the changes after {from} can never reach it"
                 )))
             }
         }

@@ -34,11 +34,13 @@ pub(super) async fn choose(
                 route::decide_now(cx.config, cx.source, plan, &rates, choice, cx.cancel).await?;
             let path = decision.path;
             if path != Path::Replay && choice == PathChoice::Replay {
-                return Err(Error::Request(format!(
-                    "{} cannot be built by replay: {}; run without --path replay to build it \
-                     from a snapshot",
-                    plan.def.target, decision.reason
-                )));
+                return Err(Error::refused(
+                    format!(
+                        "{} cannot be built by replay: {}",
+                        plan.def.target, decision.reason
+                    ),
+                    "run without --path replay to build it from a snapshot",
+                ));
             }
             (path, decision.reason, decision.start)
         }

@@ -71,10 +71,10 @@ pub async fn refresh(
     let version = state::version_or_active(&dest, target, None)
         .await
         .map_err(|_| {
-            Error::Request(format!(
-                "target {target} has no published version to refresh; request a backfill \
-                 without --where to build one"
-            ))
+            Error::refused(
+                format!("target {target} has no published version to refresh"),
+                "request a backfill without --where to build one",
+            )
         })?;
     let v = VersionState::load_existing(&dest, target, &version).await?;
     let plan = v.plan(&dest).await?;
@@ -219,7 +219,7 @@ async fn open_copy(
 /// Refuses a scope the source cannot run, with PostgreSQL's reason.
 async fn check_scope(source: &Client, source_table: &str, scope: &str) -> Result<()> {
     if scope.trim().is_empty() {
-        return Err(Error::Request("the --where condition is empty".into()));
+        return Err(Error::refused_no_fix("the --where condition is empty"));
     }
     source
         .prepare(&format!("SELECT FROM {source_table} WHERE ({scope})"))
@@ -230,10 +230,10 @@ async fn check_scope(source: &Client, source_table: &str, scope: &str) -> Result
                 .as_db_error()
                 .map(|d| d.message().to_string())
                 .unwrap_or_else(|| e.to_string());
-            Error::Request(format!(
-                "the --where condition does not work on {source_table}: {reason}; it is one \
-                 condition over the source table's columns, as in `WHERE id < 1000`"
-            ))
+            Error::refused(
+                format!("the --where condition does not work on {source_table}: {reason}"),
+                "it is one condition over the source table's columns, as in `WHERE id < 1000`",
+            )
         })
 }
 

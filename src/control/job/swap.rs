@@ -16,7 +16,7 @@ use super::{catch_up, Context, Follower};
 use crate::config::{Config, Grant, Target};
 use crate::control::state::{self, lock, Phase, VersionState};
 use crate::db::{self, Role};
-use crate::error::{Directive, Error, Result};
+use crate::error::{Directive, Error, Loss, LostVersion, Result};
 use crate::failpoint;
 use crate::retry::Backoff;
 use crate::upstream::{current_wal_lsn, slot_health, SlotHealth};
@@ -83,15 +83,21 @@ pub async fn rollback(
             .iter()
             .map(|r| r.get(0))
             .collect();
-        return Err(Error::Request(match ready.first() {
-            Some(newest) => format!(
-                "target {target} has no previous version to roll back to (none was published \
-                 before the active one); built and ready: {}. `walfill swap {target} {newest}` \
-                 publishes one",
-                ready.join(", ")
+        return Err(match ready.first() {
+            Some(newest) => Error::refused(
+                format!(
+                    "target {target} has no previous version to roll back to (none was \
+                     published before the active one)"
+                ),
+                format!(
+                    "built and ready: {}. `walfill swap {target} {newest}` publishes one",
+                    ready.join(", ")
+                ),
             ),
-            None => format!("target {target} has no previous version to roll back to"),
-        }));
+            None => Error::refused_no_fix(format!(
+                "target {target} has no previous version to roll back to"
+            )),
+        });
     };
     let stale = ready_to_publish(config, dest, (target, &previous), force, cancel).await?;
     publish(
@@ -122,11 +128,13 @@ async fn ready_to_publish(
         .await?
         .ok_or_else(|| not_built(config, target, version))?;
     if !v.phase.is_live() {
-        return Err(Error::Request(format!(
-            "version {version} of {target} is {}; only a caught-up version can be swapped in \
-             (run `walfill backfill {target}` to finish it)",
-            v.phase
-        )));
+        return Err(Error::refused(
+            format!("version {version} of {target} is {}", v.phase),
+            format!(
+                "only a caught-up version can be swapped in (run `walfill backfill {target}` to \
+                 finish it)"
+            ),
+        ));
     }
     let dead: i64 = dest
         .query_one(
@@ -137,12 +145,17 @@ async fn ready_to_publish(
         .map_err(|e| Error::destination("counting the version's dead letters", e))?
         .get(0);
     if dead > 0 && !config.backfill.allow_dead_letters {
-        return Err(Error::Request(format!(
-            "version {version} of {target} has {dead} dead letter(s): rows whose transform \
-             failed, absent from the version; see `walfill dead-letters {target} --version \
-             {version}`, fix the cause and retry them (`--retry`), or set [backfill] \
-             allow_dead_letters = true to publish it without them"
-        )));
+        return Err(Error::refused(
+            format!(
+                "version {version} of {target} has {dead} dead letter(s): rows whose transform \
+                 failed, absent from the version"
+            ),
+            format!(
+                "see `walfill dead-letters {target} --version {version}`, fix the cause and \
+                 retry them (`--retry`), or set [backfill] allow_dead_letters = true to publish \
+                 it without them"
+            ),
+        ));
     }
     let source = db::connect(&config.source, Role::Source).await?;
     let lost = match slot_health(&source, &v.slot_name).await? {
@@ -160,12 +173,18 @@ async fn ready_to_publish(
         if force {
             return Ok(Some(forced(target, version, &reason)));
         }
-        return Err(Error::Lost(format!(
-            "version {version} of {target} cannot be published: {reason}, so it misses changes \
-             made since; rebuild it with `walfill backfill {target}` (with version = \
-             \"{version}\" configured), or configure a new version; `--force` publishes it \
-             anyway, with the view marked stale"
-        )));
+        return Err(LostVersion {
+            target: target.into(),
+            version: version.into(),
+            loss: Loss::Publication,
+            reason: format!("{reason}, so it misses changes made since"),
+            fix: Some(format!(
+                "rebuild it with `walfill backfill {target}` (with version = \"{version}\" \
+                 configured), or configure a new version; `--force` publishes it anyway, with \
+                 the view marked stale"
+            )),
+        }
+        .into());
     }
     // How far the version must get: within the swap lag of the source, and
     // no older than what readers see now.
@@ -206,37 +225,50 @@ async fn ready_to_publish(
                     if force {
                         return Ok(Some(forced(target, version, &reason)));
                     }
-                    Err(Error::Lost(format!(
-                        "version {version} of {target} cannot be published: {reason}; readers \
-                         would see a view that never catches up. Rebuild it, or configure a new \
-                         version; `--force` publishes it anyway, with the view marked stale"
-                    )))
+                    Err(LostVersion {
+                        target: target.into(),
+                        version: version.into(),
+                        loss: Loss::Publication,
+                        reason,
+                        fix: Some(
+                            "readers would see a view that never catches up. Rebuild it, or \
+                             configure a new version; `--force` publishes it anyway, with the \
+                             view marked stale"
+                                .into(),
+                        ),
+                    }
+                    .into())
                 }
                 Err(e) => Err(e),
             }
         }
-        Err(Error::Busy(_)) => {
+        Err(Error::Busy { .. }) => {
             // Another process (a running sync) applies it: wait for it.
             let started = std::time::Instant::now();
             loop {
                 let v = VersionState::load(&*dest, target, version)
                     .await?
-                    .ok_or_else(|| Error::Request(format!("version {version} vanished")))?;
+                    .ok_or_else(|| Error::refused_no_fix(format!("version {version} vanished")))?;
                 let now = current_wal_lsn(&source).await?;
                 if far_enough(v.applied_lsn, now) {
                     return Ok(None);
                 }
                 if started.elapsed() > LAG_WAIT {
-                    return Err(Error::Busy(format!(
-                        "version {version} of {target} is {} bytes behind the source (more \
-                         than swap_max_lag_bytes = {max_lag}, or behind the active version) \
-                         and another walfill process is applying it{}; try again when it has \
-                         caught up",
-                        lag(v.applied_lsn, now),
-                        v.last_error
-                            .map(|e| format!(" (its last error: {e})"))
-                            .unwrap_or_default()
-                    )));
+                    return Err(Error::Busy {
+                        work: what,
+                        holder: format!(
+                            "another walfill process, which is applying it{}",
+                            v.last_error
+                                .map(|e| format!(" (its last error: {e})"))
+                                .unwrap_or_default()
+                        ),
+                        fix: format!(
+                            "try again when it has caught up (it is {} bytes behind the source: \
+                             more than swap_max_lag_bytes = {max_lag}, or behind the active \
+                             version)",
+                            lag(v.applied_lsn, now)
+                        ),
+                    });
                 }
                 tokio::select! {
                     _ = cancel.cancelled() => return Err(Error::Interrupted),
@@ -390,10 +422,13 @@ async fn try_swap(
             } else {
                 ""
             };
-            return Err(Error::Request(format!(
-                "version {version} of {target} is {phase}{lost}; only a caught-up version can be \
-                 swapped in (run `walfill backfill {target}` to finish it)",
-            )));
+            return Err(Error::refused(
+                format!("version {version} of {target} is {phase}{lost}"),
+                format!(
+                    "only a caught-up version can be swapped in (run `walfill backfill {target}` \
+                     to finish it)"
+                ),
+            ));
         }
     }
     let current = lock_target(&tx, target, &v.dest_schema).await?;
@@ -537,13 +572,15 @@ async fn replace_view(
     for dependent in &dependents {
         for statement in &dependent.create {
             tx.batch_execute(statement).await.map_err(|e| {
-                Error::Request(format!(
-                    "the {} {} depends on the view and no longer fits its new columns: {}; \
-                     the swap changed nothing: change or drop it, then swap again",
-                    dependent.kind,
-                    dependent.name,
-                    describe_pg_error(&e)
-                ))
+                Error::refused(
+                    format!(
+                        "the {} {} depends on the view and no longer fits its new columns: {}",
+                        dependent.kind,
+                        dependent.name,
+                        describe_pg_error(&e)
+                    ),
+                    "the swap changed nothing: change or drop it, then swap again",
+                )
             })?;
         }
         tracing::info!(
@@ -580,11 +617,10 @@ async fn existing_grants(
         .map_err(|e| Error::destination("looking at the current view", e))?
         .map(|r| (r.get(0), r.get(1)));
     match existing {
-        Some((kind, _)) if kind != "v" => Err(Error::Request(format!(
-            "{schema}.{} exists and is not a view; walfill publishes versions through a view \
-             of that name: rename or drop it",
-            view.target
-        ))),
+        Some((kind, _)) if kind != "v" => Err(Error::refused(
+            format!("{schema}.{} exists and is not a view", view.target),
+            "walfill publishes versions through a view of that name: rename or drop it",
+        )),
         Some((_, grants)) => Ok(grants),
         None => Ok(Vec::new()),
     }
@@ -600,13 +636,15 @@ fn cannot_recreate(view: &View<'_>, e: tokio_postgres::Error) -> Error {
         .and_then(|d| d.detail())
         .unwrap_or("see the view's dependents")
         .replace('\n', "; ");
-    Error::Request(format!(
-        "publishing version {} of {} changes the view's columns, so {} must be dropped and \
-         created again, and objects depend on it ({detail}). Set `dependent_views = \
-         \"recreate\"` on the target (the swap recreates them), or drop them and recreate them \
-         after the swap",
-        view.version, view.target, view.name
-    ))
+    Error::refused(
+        format!(
+            "publishing version {} of {} changes the view's columns, so {} must be dropped and \
+             created again, and objects depend on it ({detail})",
+            view.version, view.target, view.name
+        ),
+        "set `dependent_views = \"recreate\"` on the target (the swap recreates them), or drop \
+         them and recreate them after the swap",
+    )
 }
 
 /// The declared grants, on the view and the version's table: restored with
@@ -706,9 +744,11 @@ fn not_built(config: &Config, target: &str, version: &str) -> Error {
     } else {
         format!("set version = \"{version}\" in target {target}'s configuration, then ")
     };
-    Error::Request(format!(
-        "version {version} of {target} is not built yet; {first}build it without publishing \
-         it with `walfill backfill {target} --no-swap`, then run `walfill swap {target} \
-         {version}`"
-    ))
+    Error::refused(
+        format!("version {version} of {target} is not built yet"),
+        format!(
+            "{first}build it without publishing it with `walfill backfill {target} --no-swap`, \
+             then run `walfill swap {target} {version}`"
+        ),
+    )
 }

@@ -60,10 +60,10 @@ pub async fn sync(
     let versions = live(VersionState::list(&dest).await?);
     for target in names {
         if !versions.iter().any(|v| &v.target == target) {
-            return Err(Error::Request(format!(
-                "target {target} has no built version to sync; run `walfill backfill {target}` \
-                 first"
-            )));
+            return Err(Error::refused(
+                format!("target {target} has no built version to sync"),
+                format!("run `walfill backfill {target}` first"),
+            ));
         }
     }
     let until = if options.once {
@@ -357,12 +357,13 @@ async fn follow_version(
     };
     let opened = Follower::open(&cx, catalog, &mut state, &plan, None, until).await;
     let mut follower = match opened {
-        Err(Error::Lost(reason)) => {
-            state.mark_lost(&mut dest, &reason).await?;
-            return Err(Error::Lost(format!(
-                "{reason}; rebuild it with `walfill backfill {}` (version {} configured)",
-                state.target, state.version
-            )));
+        Err(Error::Lost(mut lost)) => {
+            state.mark_lost(&mut dest, &lost.reason).await?;
+            lost.fix = Some(format!(
+                "rebuild it with `walfill backfill {}` (version {} configured)",
+                lost.target, lost.version
+            ));
+            return Err(Error::Lost(lost));
         }
         other => other?,
     };

@@ -111,11 +111,11 @@ impl RecordProgress for VersionState {
             .await
             .map_err(|e| Error::destination("recording the version's progress", e))?;
         if updated == 0 {
-            return Err(Error::Fenced(format!(
-                "another walfill process took version {} of {} over (its lease moved past {}); \
-                 this one stops without storing more",
-                self.version, self.target, self.lease
-            )));
+            return Err(Error::Fenced {
+                target: self.target.clone(),
+                version: self.version.clone(),
+                lease: self.lease,
+            });
         }
         self.changes_applied += changes;
         self.truncated = truncated;

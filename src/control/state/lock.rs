@@ -70,11 +70,14 @@ async fn take(
         }
         let holder = holder_of(client, name).await?.map(|(_, d)| d);
         if started.elapsed() >= wait {
-            return Err(Error::Busy(format!(
-                "another walfill process is working on {what}{}; stop it first (or wait for \
-                 it to finish)",
-                holder.map(|h| format!(" ({h})")).unwrap_or_default()
-            )));
+            return Err(Error::Busy {
+                work: what.to_string(),
+                holder: format!(
+                    "another walfill process{}",
+                    holder.map(|h| format!(" ({h})")).unwrap_or_default()
+                ),
+                fix: "stop it first (or wait for it to finish)".into(),
+            });
         }
         if !told && expected {
             told = true;

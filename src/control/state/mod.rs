@@ -59,17 +59,17 @@ pub async fn require(client: &impl GenericClient) -> Result<()> {
         .map_err(|e| Error::destination("looking for walfill's state schema", e))?;
     let (present, current): (bool, bool) = (row.get(0), row.get(1));
     if present && !current {
-        return Err(Error::Request(
-            "the destination's state schema predates this walfill; run `walfill setup` to \
-             bring it up to date"
-                .into(),
+        return Err(Error::refused(
+            "the destination's state schema predates this walfill",
+            "run `walfill setup` to bring it up to date",
         ));
     }
     if present {
         Ok(())
     } else {
-        Err(Error::Request(
-            "the destination has no walfill state schema; run `walfill setup` first".into(),
+        Err(Error::refused(
+            "the destination has no walfill state schema",
+            "run `walfill setup` first",
         ))
     }
 }
@@ -128,13 +128,14 @@ pub async fn version_or_active(
         .collect();
     match &versions[..] {
         [only] => Ok(only.clone()),
-        [] => Err(Error::Request(format!(
-            "target {target} has no version; `walfill backfill {target}` builds one"
-        ))),
-        _ => Err(Error::Request(format!(
-            "target {target} has no active version; name one with --version: {}",
-            versions.join(", ")
-        ))),
+        [] => Err(Error::refused(
+            format!("target {target} has no version"),
+            format!("`walfill backfill {target}` builds one"),
+        )),
+        _ => Err(Error::refused(
+            format!("target {target} has no active version"),
+            format!("name one with --version: {}", versions.join(", ")),
+        )),
     }
 }
 

@@ -15,7 +15,7 @@ use std::time::Duration;
 use serde::Serialize;
 use tokio_postgres::GenericClient;
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Refusal, Result};
 
 /// The channel every request, cancel, pause and resume is announced on.
 pub const CHANNEL: &str = "walfill";
@@ -136,10 +136,10 @@ pub async fn enqueue_by(
     gate: &Gate,
 ) -> Result<i64> {
     if scope.is_some() && gate.holds() {
-        return Err(Error::Request(
+        return Err(Error::refused(
             "a scoped refresh (--where) changes the published version in place: it has no swap \
-             to hold; drop --no-swap and --swap-at, or --where"
-                .into(),
+             to hold",
+            "drop --no-swap and --swap-at, or --where",
         ));
     }
     let row = client
@@ -251,20 +251,20 @@ pub async fn cancel(client: &impl GenericClient, id: i64) -> Result<Request> {
         .map_err(|e| Error::destination("cancelling the request", e))?;
     let request = get(client, id)
         .await?
-        .ok_or_else(|| Error::Request(format!("there is no request {id}")))?;
+        .ok_or_else(|| Error::refused_no_fix(format!("there is no request {id}")))?;
     if row.is_none() {
-        return Err(Error::Request(format!(
-            "request {id} is {}: only a queued or failed request can be cancelled{}",
-            request.state,
-            if request.state == "running" {
+        return Err(Error::Refused(Refusal {
+            problem: format!(
+                "request {id} is {}: only a queued or failed request can be cancelled",
+                request.state
+            ),
+            fix: (request.state == "running").then(|| {
                 format!(
-                    "; `walfill pause {}` stops its job where it is",
+                    "`walfill pause {}` stops its job where it is",
                     request.target
                 )
-            } else {
-                String::new()
-            }
-        )));
+            }),
+        }));
     }
     notify(client, &format!("cancel {id}")).await;
     Ok(request)

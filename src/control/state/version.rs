@@ -377,7 +377,9 @@ impl VersionState {
     ) -> Result<VersionState> {
         VersionState::load(client, target, version)
             .await?
-            .ok_or_else(|| Error::Request(format!("target {target} has no version {version}")))
+            .ok_or_else(|| {
+                Error::refused_no_fix(format!("target {target} has no version {version}"))
+            })
     }
 
     /// The version's plan, from its recorded definition and source
@@ -467,14 +469,19 @@ impl VersionState {
                 return Ok(());
             }
             if started.elapsed() > wait {
-                return Err(Error::Request(format!(
-                    "version {version} of {target} has applied the stream up to {} and \
-                     {needed_for} needs {lsn}; keep it followed (`walfill serve` or `walfill \
-                     sync`) while {needed_for} runs",
-                    applied
-                        .map(|a| a.to_string())
-                        .unwrap_or_else(|| "nothing".into())
-                )));
+                return Err(Error::refused(
+                    format!(
+                        "version {version} of {target} has applied the stream up to {} and \
+                         {needed_for} needs {lsn}",
+                        applied
+                            .map(|a| a.to_string())
+                            .unwrap_or_else(|| "nothing".into())
+                    ),
+                    format!(
+                        "keep it followed (`walfill serve` or `walfill sync`) while {needed_for} \
+                         runs"
+                    ),
+                ));
             }
             tokio::select! {
                 _ = cancel.cancelled() => return Err(Error::Interrupted),

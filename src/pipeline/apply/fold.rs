@@ -137,12 +137,11 @@ impl ColumnMap {
             .map(|k| {
                 let attnum = plan.source.column(k).map(|c| c.attnum).unwrap_or(0);
                 relation.position(attnum).ok_or_else(|| {
-                    Error::SchemaChanged(format!(
+                    plan.schema_changed(format!(
                         "key column {k} of {} (attribute {attnum}) is missing from a \
-                         description of the table ({}); {}",
+                         description of the table ({})",
                         plan.source,
-                        relation.qualified_name(),
-                        plan.rebuild_hint()
+                        relation.qualified_name()
                     ))
                 })
             })
@@ -186,13 +185,10 @@ impl ColumnMap {
 }
 
 fn schema_changed(plan: &Plan, what: &str) -> Error {
-    Error::SchemaChanged(format!(
+    plan.schema_changed(format!(
         "source table {} changed under version {} of target {}: {what}, and the transform \
-         reads it; {}",
-        plan.source,
-        plan.def.version,
-        plan.def.target,
-        plan.rebuild_hint()
+         reads it",
+        plan.source, plan.def.version, plan.def.target
     ))
 }
 

@@ -408,10 +408,9 @@ impl Reader {
 fn qualified(name: Option<Vec<String>>, plan: &Plan) -> Result<String> {
     match name.as_deref() {
         Some([schema, table]) => Ok(quote_qualified(schema, table)),
-        _ => Err(Error::SchemaChanged(format!(
-            "source table {} was dropped during the copy; {}",
-            plan.source,
-            plan.rebuild_hint()
+        _ => Err(plan.schema_changed(format!(
+            "source table {} was dropped during the copy",
+            plan.source
         ))),
     }
 }

@@ -241,15 +241,10 @@ pub(super) fn copy_table(plan: &Plan, now: &SourceTable) -> Result<SourceTable> 
             }
             None if column.generated.is_some() => {}
             None => {
-                return Err(Error::SchemaChanged(format!(
+                return Err(plan.schema_changed(format!(
                     "source table {} changed since version {} of {} was planned: column {} \
-                     (attribute {}) is gone or changed type; {}",
-                    plan.source,
-                    plan.def.version,
-                    plan.def.target,
-                    column.name,
-                    column.attnum,
-                    plan.rebuild_hint()
+                     (attribute {}) is gone or changed type",
+                    plan.source, plan.def.version, plan.def.target, column.name, column.attnum,
                 )))
             }
         }

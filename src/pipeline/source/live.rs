@@ -223,27 +223,29 @@ impl LiveSource {
         let relid = self.relid();
         let plan = self.folder.plan();
         if prefix == JOURNAL_ERROR_PREFIX {
-            return Err(Error::SchemaChanged(format!(
+            return Err(plan.schema_changed(format!(
                 "the catalog journal failed to record a schema change in the source at {}, so \
-                 the columns of {} can no longer be followed; {}",
+                 the columns of {} can no longer be followed",
                 self.open.map(|(l, _)| l).unwrap_or_default(),
-                plan.source,
-                plan.rebuild_hint()
+                plan.source
             )));
         }
         if prefix != JOURNAL_PREFIX {
             return Ok(());
         }
         let message = parse_journal(content, self.database).map_err(|e| {
-            Error::SchemaChanged(format!("a catalog journal message is unreadable: {e}"))
+            plan.schema_changed(format!(
+                "a catalog journal message is unreadable: {e}, so the columns of {} can no \
+                 longer be followed",
+                plan.source
+            ))
         })?;
         for update in message.updates {
             match update {
                 JournalUpdate::Drop(oid) if oid == relid => {
-                    return Err(Error::SchemaChanged(format!(
-                        "source table {} (OID {relid}) was dropped (or made unlogged); {}",
-                        plan.source,
-                        plan.rebuild_hint()
+                    return Err(plan.schema_changed(format!(
+                        "source table {} (OID {relid}) was dropped (or made unlogged)",
+                        plan.source
                     )))
                 }
                 JournalUpdate::Upsert(relation) if relation.oid == relid => {
@@ -280,8 +282,8 @@ impl LiveSource {
             }
         }
         let resolved = self.desc.resolve(relation).ok_or_else(|| {
-            Error::SchemaChanged(format!(
-                "the stream describes {} as ({}), but walfill expected ({}) at {}{}; {}",
+            plan.schema_changed(format!(
+                "the stream describes {} as ({}), but walfill expected ({}) at {}{}",
                 relation.qualified_name(),
                 describe_relation(relation),
                 self.desc.describe(),
@@ -291,8 +293,7 @@ impl LiveSource {
                 } else {
                     " (the catalog journal is not installed: `walfill setup` installs it, \
                      so schema changes can be followed)"
-                },
-                plan.rebuild_hint()
+                }
             ))
         })?;
         if self.resolved.len() > 64 {
@@ -314,15 +315,10 @@ fn check_read_columns(plan: &Plan, desc: &StreamDesc) -> Result<()> {
             Some(c) if c.type_oid != column.type_oid => "changed type",
             Some(_) => continue,
         };
-        return Err(Error::SchemaChanged(format!(
+        return Err(plan.schema_changed(format!(
             "source table {} changed under version {} of target {}: column {} (attribute {}) \
-             {what}, and the version reads it; {}",
-            plan.source,
-            plan.def.version,
-            plan.def.target,
-            column.name,
-            column.attnum,
-            plan.rebuild_hint()
+             {what}, and the version reads it",
+            plan.source, plan.def.version, plan.def.target, column.name, column.attnum
         )));
     }
     Ok(())

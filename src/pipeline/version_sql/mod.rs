@@ -177,13 +177,10 @@ impl Plan {
         })
     }
 
-    /// What the operator can do when the source changed under this version.
-    pub fn rebuild_hint(&self) -> String {
-        format!(
-            "configure a new version of target {} (and update its select if needed), then run \
-             `walfill backfill {}`",
-            self.def.target, self.def.target
-        )
+    /// The error of a change in the source this version cannot follow:
+    /// `change` says what changed (the error adds the fix, a new version).
+    pub fn schema_changed(&self, change: impl Into<String>) -> crate::error::Error {
+        crate::error::Error::schema_changed(&self.def.target, change)
     }
 
     /// `"schema"."target__version"`.
@@ -243,13 +240,11 @@ impl Plan {
                 .collect::<Vec<_>>()
                 .join(", ")
         };
-        Err(crate::error::Error::SchemaChanged(format!(
-            "the version's table {} has columns ({}) but the transform produces ({}); \
-             configure a new version of {} to rebuild it",
+        Err(self.schema_changed(format!(
+            "the version's table {} has columns ({}) but the transform produces ({})",
             self.staging_table(),
             show(&found),
-            show(&expected),
-            self.def.target
+            show(&expected)
         )))
     }
 }
