@@ -300,32 +300,6 @@ pub struct Token {
     pub secret_env: String,
 }
 
-impl Token {
-    /// The secret, from the environment; the error says what to set.
-    pub fn secret(&self) -> Result<String, crate::error::Refusal> {
-        let var = &self.secret_env;
-        let secret = std::env::var(var).unwrap_or_default();
-        if secret.trim().len() < 16 {
-            return Err(crate::error::Refusal::new(
-                format!(
-                    "token {}: the environment variable {var} is {}",
-                    self.name,
-                    if std::env::var_os(var).is_none() {
-                        "not set"
-                    } else {
-                        "too short"
-                    }
-                ),
-                format!(
-                    "set it to the token's secret, at least 16 characters (e.g. `export \
-                     {var}=$(openssl rand -hex 24)`)"
-                ),
-            ));
-        }
-        Ok(secret.trim().to_string())
-    }
-}
-
 /// How `walfill serve` runs (`[serve]` in the file).
 #[derive(Clone, Debug)]
 pub struct ServeSettings {

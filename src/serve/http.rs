@@ -32,9 +32,10 @@ use axum::{Json, Router};
 use tokio_util::sync::CancellationToken;
 
 use super::Shared;
+use crate::config::Token;
 use crate::control::state::requests;
 use crate::db::{self, Role};
-use crate::error::Error;
+use crate::error::{Error, Refusal};
 
 const PAGE: &str = include_str!("page.html");
 
@@ -110,7 +111,7 @@ async fn authorize(
     let Some(token) = given.and_then(|g| {
         tokens
             .iter()
-            .find(|t| t.secret().is_ok_and(|secret| same(&secret, g)))
+            .find(|t| secret(t).is_ok_and(|secret| same(&secret, g)))
     }) else {
         return (
             StatusCode::UNAUTHORIZED,
@@ -380,4 +381,28 @@ async fn pause_all(State(shared): State<Arc<Shared>>) -> Response {
 
 async fn resume_all(State(shared): State<Arc<Shared>>) -> Response {
     set_pause(&shared, None, false).await
+}
+
+/// `token`'s secret, from the environment; the error says what to set.
+pub(super) fn secret(token: &Token) -> Result<String, Refusal> {
+    let var = &token.secret_env;
+    let secret = std::env::var(var).unwrap_or_default();
+    if secret.trim().len() < 16 {
+        return Err(Refusal::new(
+            format!(
+                "token {}: the environment variable {var} is {}",
+                token.name,
+                if std::env::var_os(var).is_none() {
+                    "not set"
+                } else {
+                    "too short"
+                }
+            ),
+            format!(
+                "set it to the token's secret, at least 16 characters (e.g. `export \
+                 {var}=$(openssl rand -hex 24)`)"
+            ),
+        ));
+    }
+    Ok(secret.trim().to_string())
 }

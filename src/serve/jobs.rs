@@ -7,7 +7,7 @@ use std::time::Duration;
 use tokio_postgres::Client;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{Config, Target};
+use crate::config::Config;
 use crate::control::job::{self, BackfillOptions};
 use crate::control::state::requests::{self, Ending, Request};
 use crate::control::state::VersionState;
@@ -15,15 +15,7 @@ use crate::db::{self, Role};
 use crate::error::{Error, Result};
 use crate::retry::{self, Backoff};
 
-/// How often a running job looks whether its target was paused.
-const PAUSE_CHECK: Duration = Duration::from_millis(250);
-
-/// Why a job stopped before it was done.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Stop {
-    Paused,
-    LeaseLost,
-}
+use super::lease::Stop;
 
 /// Runs request `request` to its end and records how it ended. `stop`
 /// is the service's shutdown: the job stops at its next safe point and the
@@ -46,14 +38,17 @@ pub(super) async fn run(
     };
     let job_token = stop.child_token();
     let lease = Duration::from_secs(u64::from(config.serve.lease_seconds));
-    let watcher = tokio::spawn(watch(
+    // (A future does nothing until awaited: the job starts below, with its
+    // watcher running beside it.)
+    let job = build(&config, &dest, &request, &job_token);
+    let watcher = tokio::spawn(super::lease::watch(
         config.clone(),
         request.clone(),
         worker.clone(),
         lease,
         job_token.clone(),
     ));
-    let result = build(&config, &dest, &request, &job_token).await;
+    let result = job.await;
     watcher.abort();
     let stopped = watcher.await.ok().flatten();
     let ending = match result {
@@ -77,18 +72,16 @@ pub(super) async fn run(
             // operator fails the request, which `walfill request` makes
             // anew once the cause is fixed (or `walfill cancel` retires
             // the version it began).
-            let schedule = Backoff::new(retry_base, retry_base * 60);
-            let retry_in = retry::may_retry(&e)
-                .then(|| schedule.after(u32::try_from(request.attempts).unwrap_or(1)));
+            let retry = retry::may_retry(&e).then(|| Backoff::new(retry_base, retry_base * 60));
             tracing::error!(
                 request = id,
                 target = %request.target,
                 attempt = request.attempts,
                 %error,
-                retry_in_seconds = retry_in.map(|d| d.as_secs()),
+                retried = retry.is_some(),
                 "request failed"
             );
-            Ending::Failed { error, retry_in }
+            Ending::Failed { error, retry }
         }
     };
     if let Err(e) = requests::finish(&dest, id, &worker, &ending).await {
@@ -123,14 +116,7 @@ async fn build(
             "tombstoned": done.tombstoned,
         }));
     }
-    let target = match &request.version {
-        Some(v) => configured.with_version(v),
-        None => {
-            let target = choose_version(dest, configured, request.id).await?;
-            requests::set_version(dest, request.id, &target.version).await?;
-            target
-        }
-    };
+    let target = super::leader::version_to_build(dest, configured, request).await?;
     tracing::info!(
         request = request.id,
         target = %target.name,
@@ -180,63 +166,4 @@ async fn build(
         }),
         None => serde_json::json!({ "version": target.version }),
     })
-}
-
-/// The version a request without one builds: the configured version when
-/// it is not built yet, else a new version of the same transform,
-/// `VERSION_rID`.
-async fn choose_version(dest: &Client, configured: &Target, id: i64) -> Result<Target> {
-    let wanted = super::leader::wanted_version(dest, configured).await?;
-    let recorded = VersionState::load(dest, &wanted.name, &wanted.version).await?;
-    let unbuilt = recorded.is_none_or(|v| v.phase.is_building());
-    if unbuilt {
-        return Ok(wanted);
-    }
-    Ok(wanted.with_version(&format!("{}_r{id}", wanted.version)))
-}
-
-/// Renews the request's lease and watches the target's pause; cancels the
-/// job when it is paused or its lease was lost. Returns why it stopped it.
-async fn watch(
-    config: Arc<Config>,
-    request: Request,
-    worker: String,
-    lease: Duration,
-    job: CancellationToken,
-) -> Option<Stop> {
-    let renew_every = lease / 3;
-    let mut dest: Option<Client> = None;
-    let mut renewed = tokio::time::Instant::now();
-    loop {
-        tokio::select! {
-            _ = job.cancelled() => return None,
-            _ = tokio::time::sleep(PAUSE_CHECK) => {}
-        }
-        if dest.as_ref().is_none_or(|c| c.is_closed()) {
-            dest = db::connect(&config.destination, Role::Destination)
-                .await
-                .ok();
-        }
-        let Some(client) = &dest else { continue };
-        if let Ok(true) = requests::is_paused(client, &request.target).await {
-            tracing::info!(request = request.id, target = %request.target, "paused; stopping the job");
-            job.cancel();
-            return Some(Stop::Paused);
-        }
-        if renewed.elapsed() >= renew_every {
-            match requests::renew(client, request.id, &worker, lease).await {
-                Ok(true) => renewed = tokio::time::Instant::now(),
-                Ok(false) => {
-                    tracing::warn!(
-                        request = request.id,
-                        "another worker took this request over (this one was cut off too \
-                         long); stopping"
-                    );
-                    job.cancel();
-                    return Some(Stop::LeaseLost);
-                }
-                Err(e) => tracing::warn!(error = %e.describe(), "cannot renew the request's lease"),
-            }
-        }
-    }
 }

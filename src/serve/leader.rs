@@ -13,7 +13,7 @@ use tokio_postgres::Client;
 use super::schedule::{self, Clock, Decision};
 use crate::config::{Config, Target};
 use crate::control::job;
-use crate::control::state::requests;
+use crate::control::state::requests::{self, Request};
 use crate::control::state::{self, VersionState};
 use crate::db::{self, Role};
 use crate::error::{Error, Result};
@@ -115,6 +115,28 @@ pub async fn wanted_version(dest: &Client, target: &Target) -> Result<Target> {
         }
         _ => Ok(target.clone()),
     }
+}
+
+/// The version request `request` of target `configured` builds: the one it
+/// names; or, for a request without one, the configured version when it
+/// is not built yet, else a new version of the same transform,
+/// `VERSION_rID`, recorded on the request (so a takeover builds the same).
+pub(super) async fn version_to_build(
+    dest: &Client,
+    configured: &Target,
+    request: &Request,
+) -> Result<Target> {
+    if let Some(version) = &request.version {
+        return Ok(configured.with_version(version));
+    }
+    let wanted = wanted_version(dest, configured).await?;
+    let recorded = VersionState::load(dest, &wanted.name, &wanted.version).await?;
+    let target = match recorded.is_none_or(|v| v.phase.is_building()) {
+        true => wanted,
+        false => wanted.with_version(&format!("{}_r{}", wanted.version, request.id)),
+    };
+    requests::set_version(dest, request.id, &target.version).await?;
+    Ok(target)
 }
 
 /// Queues the build of the configured version when it has not been built

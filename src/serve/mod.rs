@@ -24,6 +24,7 @@ mod history;
 mod http;
 mod jobs;
 pub mod leader;
+mod lease;
 mod listen;
 mod metrics;
 pub mod schedule;
@@ -159,7 +160,7 @@ pub async fn serve(
     let worker = worker_name();
     let listen = options.listen.or(config.serve.listen);
     for token in &config.serve.tokens {
-        token.secret()?;
+        http::secret(token)?;
     }
     if let Some(addr) = listen.filter(|a| !a.ip().is_loopback()) {
         if config.serve.tokens.is_empty() {

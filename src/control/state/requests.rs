@@ -16,6 +16,7 @@ use serde::Serialize;
 use tokio_postgres::GenericClient;
 
 use crate::error::{Error, Refusal, Result};
+use crate::retry::Backoff;
 
 /// The channel every request, cancel, pause and resume is announced on.
 pub const CHANNEL: &str = "walfill";
@@ -402,12 +403,13 @@ pub enum Ending {
     Done(serde_json::Value),
     /// Stopped by a pause or a shutdown: queued again, to resume.
     Requeue,
-    /// Failed; tried again after `retry_in`, or never (`None`).
+    /// Failed; tried again after the pause `retry` gives for the
+    /// request's attempts so far, or never (`None`).
     Failed {
         /// The error.
         error: String,
-        /// When to try again.
-        retry_in: Option<Duration>,
+        /// The pauses between attempts.
+        retry: Option<Backoff>,
     },
 }
 
@@ -442,8 +444,23 @@ pub async fn finish(
         }
         Ending::Failed {
             error,
-            retry_in: Some(wait),
+            retry: Some(backoff),
         } => {
+            let attempts: i32 = client
+                .query_opt(
+                    "SELECT attempts FROM walfill.requests WHERE id = $1",
+                    &[&id],
+                )
+                .await
+                .map_err(|e| Error::destination("reading the request's attempts", e))?
+                .map_or(1, |row| row.get(0));
+            let wait = backoff.after(u32::try_from(attempts).unwrap_or(1));
+            tracing::info!(
+                request = id,
+                attempt = attempts,
+                retry_in_seconds = wait.as_secs(),
+                "the request is tried again after a pause"
+            );
             client
                 .execute(
                     "UPDATE walfill.requests
@@ -454,10 +471,7 @@ pub async fn finish(
                 )
                 .await
         }
-        Ending::Failed {
-            error,
-            retry_in: None,
-        } => {
+        Ending::Failed { error, retry: None } => {
             client
                 .execute(
                     "UPDATE walfill.requests
