@@ -144,7 +144,7 @@ async fn retry_all(
     let mut letters = LetterSource::open(reader, target, version, progress.after.clone()).await?;
     let store = Store::shared(plan);
     let applied = apply::run(
-        dest,
+        &mut *dest,
         &store,
         &mut progress,
         &mut letters,

@@ -113,7 +113,7 @@ async fn build(
         None => {
             let table = version_sql::describe(&source, &wanted).await?;
             let plan = version_sql::build(&dest, &wanted, table.clone()).await?;
-            crate::control::dependents::check(&dest, config.target(name)?, &plan).await?;
+            crate::control::dependents::check(&dest, target, &plan).await?;
             create_staging(&dest, &plan).await?;
             VersionState::create(
                 &mut dest,

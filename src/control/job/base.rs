@@ -108,9 +108,7 @@ async fn prepare(
         database,
         relation.spec.clone(),
         columns,
-        boundary,
-        restart,
-        0,
+        (boundary, restart),
     )
     .keeping(keep))
 }

@@ -193,9 +193,7 @@ async fn compact_table(
         old.database,
         old.relation.clone(),
         old.columns.clone(),
-        boundary,
-        restart,
-        0,
+        (boundary, restart),
     )
     .keeping(config.archive_settings.keep_bases)
     .of_system(Some(identity.system_id));

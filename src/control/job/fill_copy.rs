@@ -121,7 +121,7 @@ pub(super) async fn fill_copy(
     if loading && !projected {
         super::writers::load(cx, dest, (plan, &store), state, &mut throttled, "copy").await?;
     } else {
-        run(dest, &store, state, &mut throttled, cx.cancel, "copy").await?;
+        run(&mut *dest, &store, state, &mut throttled, cx.cancel, "copy").await?;
     }
     let (_session, base_writer) = copy.finish().await?;
     if let (true, Some(writer)) = (fresh, base_writer) {

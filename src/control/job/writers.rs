@@ -1,5 +1,5 @@
 //! A fresh version's load over several destination sessions (see
-//! [`crate::pipeline::apply::run_lanes`]): the job's own session and
+//! [`crate::pipeline::apply::run`]): the job's own session and
 //! `backfill.writers - 1` more, each with a work table of its own.
 
 use tokio_postgres::Client;
@@ -8,7 +8,7 @@ use super::Context;
 use crate::control::state::VersionState;
 use crate::db::{self, Role};
 use crate::error::Result;
-use crate::pipeline::apply::{run_lanes, Applied, HistorySource, Store};
+use crate::pipeline::apply::{run, Applied, HistorySource, Store};
 use crate::pipeline::version_sql::Plan;
 
 /// Stores every batch of `source` into the version, on `dest` and the
@@ -30,5 +30,5 @@ pub(super) async fn load<S: HistorySource>(
     }
     let mut lanes = vec![dest];
     lanes.extend(extra.iter_mut());
-    run_lanes(lanes, store, state, source, cx.cancel, failpoint_prefix).await
+    run(lanes, store, state, source, cx.cancel, failpoint_prefix).await
 }

@@ -13,19 +13,19 @@ use walfill_core::Version;
 
 use super::batch::Letter;
 use super::dead::{run_guarded, Guard, Guarding};
-use super::store::Stored;
 use crate::error::{Error, Result};
 use crate::pipeline::version_sql::{Plan, WORK_TABLE};
 
 /// Stores `letters` in `dest`'s transaction, against the TRUNCATE
-/// `watermark`; says how many were set aside again and dropped.
+/// `watermark`; returns how many were set aside again and how many were
+/// dropped.
 pub(super) async fn store(
     dest: &Transaction<'_>,
     plan: &Plan,
     guard: &Guard,
     letters: Vec<Letter>,
     watermark: Option<Version>,
-) -> Result<Stored> {
+) -> Result<(u64, u64)> {
     let (live, dropped): (Vec<Letter>, Vec<Letter>) = letters
         .into_iter()
         .partition(|l| l.row.is_some() && !passed(watermark, l));
@@ -39,19 +39,16 @@ pub(super) async fn store(
             .await
             .map_err(|e| Error::destination(context, e))?;
     }
-    let mut stored = Stored {
-        dropped: dropped.len() as u64,
-        ..Stored::default()
-    };
+    let dropped = dropped.len() as u64;
     if live.is_empty() {
-        return Ok(stored);
+        return Ok((0, dropped));
     }
     let rows = serde_json::Value::Array(live.iter().map(work_row).collect());
     dest.execute(sql.load_letters.as_str(), &[&rows])
         .await
         .map_err(|e| Error::destination(context, e))?;
     let forget: [&(dyn tokio_postgres::types::ToSql + Sync); 2] = [target, version];
-    stored.set_aside = run_guarded(
+    let set_aside = run_guarded(
         dest,
         plan,
         guard,
@@ -66,7 +63,7 @@ pub(super) async fn store(
         context,
     )
     .await?;
-    Ok(stored)
+    Ok((set_aside, dropped))
 }
 
 /// Whether the TRUNCATE `watermark` passed `letter`'s change (a copied

@@ -26,6 +26,6 @@ pub use batch::{Batch, ChunkSnapshot, Cursor, HistorySource, Letter, RecordProgr
 pub use dead::is_data_error;
 pub use external::{ExternalFold, Merged, Spilled, WalRead};
 pub use fold::{ColumnMap, Entry, Era, Fold, Folder, Op};
-pub use run::{run, run_lanes, Applied};
+pub use run::{run, Applied, Lanes};
 pub use store::{Store, Stored};
 pub use stream_desc::{describe_relation, DescColumn, StreamDesc};

@@ -50,18 +50,21 @@ pub struct Applied {
     pub dropped: u64,
 }
 
-/// Stores every batch `source` hands out into the version whose progress
-/// `state` records, over one destination session, until the source has
-/// nothing more, or `cancel` fires between transactions.
-pub async fn run<S: HistorySource, P: RecordProgress>(
-    dest: &mut Client,
-    store: &Store,
-    state: &mut P,
-    source: &mut S,
-    cancel: &CancellationToken,
-    failpoint_prefix: &str,
-) -> Result<Applied> {
-    run_lanes(vec![dest], store, state, source, cancel, failpoint_prefix).await
+/// The destination sessions a run stores batches over: one (the plain
+/// loop), or several lanes for a fresh version's load (see the module's
+/// notes).
+pub struct Lanes<'a>(Vec<&'a mut Client>);
+
+impl<'a> From<&'a mut Client> for Lanes<'a> {
+    fn from(dest: &'a mut Client) -> Lanes<'a> {
+        Lanes(vec![dest])
+    }
+}
+
+impl<'a> From<Vec<&'a mut Client>> for Lanes<'a> {
+    fn from(lanes: Vec<&'a mut Client>) -> Lanes<'a> {
+        Lanes(lanes)
+    }
 }
 
 /// What the lanes share.
@@ -93,16 +96,19 @@ struct Held {
     truncated: Option<walfill_core::Version>,
 }
 
-/// [`run`] over `lanes` destination sessions (see the module's notes): one
-/// lane is the plain loop.
-pub async fn run_lanes<S: HistorySource, P: RecordProgress>(
-    lanes: Vec<&mut Client>,
+/// Stores every batch `source` hands out into the version whose progress
+/// `state` records, over the destination sessions `lanes` (one, or
+/// several for a fresh version's load), until the source has nothing
+/// more, or `cancel` fires between transactions.
+pub async fn run<'a, S: HistorySource, P: RecordProgress>(
+    lanes: impl Into<Lanes<'a>>,
     store: &Store,
     state: &mut P,
     source: &mut S,
     cancel: &CancellationToken,
     failpoint_prefix: &str,
 ) -> Result<Applied> {
+    let Lanes(lanes) = lanes.into();
     let shared = Shared {
         store,
         state: Mutex::new(state),

@@ -158,7 +158,13 @@ impl Store {
                     .await
             }
             Writes::Letters(letters) => {
-                super::letters::store(dest, &self.plan, &self.dead, letters, watermark).await
+                let (set_aside, dropped) =
+                    super::letters::store(dest, &self.plan, &self.dead, letters, watermark).await?;
+                Ok(Stored {
+                    set_aside,
+                    dropped,
+                    ..Stored::default()
+                })
             }
             Writes::Merged(rows) => {
                 self.store_entries(dest, rows.into_iter(), watermark, false)

@@ -52,9 +52,7 @@ impl BaseWriter {
         database: u32,
         relation: NewRelation,
         columns: Vec<String>,
-        boundary: Lsn,
-        restart_lsn: Lsn,
-        rows_before: u64,
+        (boundary, restart_lsn): (Lsn, Lsn),
     ) -> BaseWriter {
         let schema = Arc::new(Schema::new(
             columns
@@ -73,7 +71,7 @@ impl BaseWriter {
             schema,
             builders,
             buffered: 0,
-            first_row: rows_before,
+            first_row: 0,
             failed: None,
             keep: None,
             system_id: None,
@@ -246,13 +244,8 @@ impl BaseWriter {
             self.boundary.0, self.first_row
         );
         let path = self.dir().clone().join(file.as_str());
-        put(
-            &self.archive,
-            &path,
-            PutPayload::from(bytes),
-            "base snapshot part",
-        )
-        .await?;
+        let part = PutPayload::from(bytes);
+        put(&self.archive, &path, part, "base snapshot part").await?;
         self.first_row += self.buffered as u64;
         self.buffered = 0;
         crate::failpoint::hit("base.part_written");
@@ -319,13 +312,8 @@ impl BaseWriter {
             .map_err(|e| Error::Internal(format!("writing the base manifest: {e}")))?;
         crate::failpoint::hit("base.before_manifest");
         let path = dir.clone().join("manifest.json");
-        put(
-            &self.archive,
-            &path,
-            PutPayload::from(text),
-            "the base manifest",
-        )
-        .await?;
+        let manifest_text = PutPayload::from(text);
+        put(&self.archive, &path, manifest_text, "the base manifest").await?;
         tracing::info!(
             archive = %self.archive.url(),
             object = %self.archive.relative(&path),

@@ -24,11 +24,11 @@
 //! while its rows are on their way cuts the chunk off (the apply loop rolls
 //! back what arrived of it) and the chunk is read again.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
-use tokio_postgres::{Client, IsolationLevel};
+use tokio_postgres::Client;
 use tokio_util::sync::CancellationToken;
 use walfill_core::sql::{quote_ident, quote_literal, quote_qualified, sql_class, SqlClass};
 use walfill_core::Version;
@@ -38,10 +38,11 @@ use walfill_snapshot::{
 
 use super::copy::{copy_table, hidden_columns, Pace};
 use super::evaluate::give_up_projection;
+use super::feed::{chunk_batch, Feed};
 use crate::config::PgUrl;
 use crate::db::{self, Role};
 use crate::error::{Error, Result};
-use crate::pipeline::apply::{Batch, ChunkSnapshot, Cursor, HistorySource, Writes};
+use crate::pipeline::apply::{Batch, ChunkSnapshot, Cursor, HistorySource};
 use crate::pipeline::version_sql::Plan;
 use crate::progress::Progress;
 use crate::retry::Backoff;
@@ -97,13 +98,8 @@ struct Started {
 
 /// A chunked copy of the table after `after`, as batches.
 pub struct ChunkedSource {
-    chunks: mpsc::Receiver<Result<Started>>,
+    feed: Feed<Started>,
     reader: Option<JoinHandle<()>>,
-    pace: Pace,
-    progress: Option<Progress>,
-    started: Instant,
-    rate: f64,
-    cancel: CancellationToken,
     range: Option<i32>,
 }
 
@@ -142,23 +138,15 @@ impl ChunkedSource {
         };
         let task = tokio::spawn(reader.run(after, tx, cancel.clone()));
         ChunkedSource {
-            chunks,
+            feed: Feed::new(chunks, pace, progress, cancel),
             reader: Some(task),
-            pace,
-            progress: Some(progress),
-            started: Instant::now(),
-            rate: 0.0,
-            cancel,
             range: range_no,
         }
     }
 
     /// Stops the reader and closes the progress line.
     pub async fn finish(mut self) {
-        if let Some(progress) = self.progress.take() {
-            progress.finish();
-        }
-        self.chunks.close();
+        self.feed.close();
         if let Some(reader) = self.reader.take() {
             let _ = reader.await;
         }
@@ -249,13 +237,7 @@ impl Reader {
         let client = self.client.as_mut().expect("connected");
         let relid = self.plan.source.oid;
         loop {
-            let tx = client
-                .build_transaction()
-                .isolation_level(IsolationLevel::RepeatableRead)
-                .read_only(true)
-                .start()
-                .await
-                .map_err(|e| Error::source_query("opening a chunk's transaction", e))?;
+            let tx = super::read_only_transaction(client, "a chunk's transaction").await?;
             // The lock comes before the snapshot: it waits for a rewrite
             // to commit, and the snapshot then sees through it.
             let locked = tx
@@ -459,58 +441,42 @@ fn source_lost(e: &SnapshotError) -> bool {
 
 impl HistorySource for ChunkedSource {
     async fn next(&mut self) -> Result<Option<Batch>> {
-        if self.cancel.is_cancelled() {
-            return Err(Error::Interrupted);
-        }
-        self.started = Instant::now();
-        let Some(started) = self.chunks.recv().await else {
-            return Ok(None);
-        };
-        let Started {
+        let Some(Started {
             rows,
             after,
             snapshot,
             projected,
-        } = started?;
-        Ok(Some(Batch {
-            writes: Writes::Chunk {
-                rows,
-                projected,
-                version: Version {
-                    commit_lsn: snapshot.lsn,
-                    seq: 0,
-                },
-                snapshot: Some(snapshot),
-                after,
+        }) = self.feed.next().await?
+        else {
+            return Ok(None);
+        };
+        let cursor = match self.range {
+            Some(range) => Cursor::Ranged {
+                range,
+                last_key: Vec::new(),
+                rows: 0,
             },
-            truncate: None,
-            truncate_xid: None,
-            changes: 0,
-            // Completed from what the chunk read once it is stored.
-            cursor: Some(match self.range {
-                Some(range) => Cursor::Ranged {
-                    range,
-                    last_key: Vec::new(),
-                    rows: 0,
-                },
-                None => Cursor::Copied {
-                    last_key: Vec::new(),
-                    rows: 0,
-                    rate: self.rate,
-                },
-            }),
-        }))
+            None => Cursor::Copied {
+                last_key: Vec::new(),
+                rows: 0,
+                rate: self.feed.rate,
+            },
+        };
+        let version = Version {
+            commit_lsn: snapshot.lsn,
+            seq: 0,
+        };
+        let read = (version, Some(snapshot));
+        Ok(Some(chunk_batch(rows, projected, read, after, cursor)))
     }
 
     async fn stored(&mut self, cursor: &Cursor) -> Result<()> {
-        let (Cursor::Copied { rows, .. } | Cursor::Ranged { rows, .. }) = cursor else {
-            return Ok(());
-        };
-        let rows = u64::try_from(*rows).unwrap_or(0);
-        if let Some(progress) = self.progress.as_mut() {
-            self.rate = progress.advance(rows);
+        match cursor {
+            Cursor::Copied { rows, .. } | Cursor::Ranged { rows, .. } => {
+                self.feed.stored(*rows).await
+            }
+            _ => Ok(()),
         }
-        super::copy::pace(self.pace, rows, self.started, &self.cancel).await
     }
 
     fn confirms_upstream(&self) -> bool {

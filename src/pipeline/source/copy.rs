@@ -12,11 +12,9 @@
 //! names as they are now (SQL is parsed with the current catalog, whatever
 //! the snapshot).
 
-use std::time::{Duration, Instant};
-
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
-use tokio_postgres::{Client, IsolationLevel};
+use tokio_postgres::Client;
 use tokio_util::sync::CancellationToken;
 use walfill_core::sql::{quote_literal, quote_qualified};
 use walfill_core::{Lsn, Version};
@@ -25,20 +23,14 @@ use walfill_snapshot::{
 };
 
 use super::evaluate::give_up_projection;
+use super::feed::{chunk_batch, Feed};
 use crate::error::{Error, Result};
-use crate::pipeline::apply::{Batch, Cursor, HistorySource, StreamDesc, Writes};
+use crate::pipeline::apply::{Batch, Cursor, HistorySource, StreamDesc};
 use crate::pipeline::base::BaseWriter;
 use crate::pipeline::version_sql::Plan;
 use crate::progress::Progress;
 
-/// How big the chunks are and how fast they may come.
-#[derive(Clone, Copy, Debug)]
-pub struct Pace {
-    /// Rows per chunk.
-    pub chunk_rows: u32,
-    /// Optional cap on rows per second.
-    pub max_rows_per_second: Option<u32>,
-}
+pub use super::feed::Pace;
 
 /// An exported snapshot and the LSN it is consistent at.
 #[derive(Clone, Debug)]
@@ -78,14 +70,9 @@ struct Opened {
 
 /// A copy of the table after `after`, as batches.
 pub struct CopySource {
-    chunks: mpsc::Receiver<Result<Started>>,
+    feed: Feed<Started>,
     reader: Option<JoinHandle<Result<Finished>>>,
     version: Version,
-    pace: Pace,
-    progress: Option<Progress>,
-    started: Instant,
-    rate: f64,
-    cancel: CancellationToken,
     /// The stream's description of the table as of the snapshot.
     pub stream_desc: StreamDesc,
     projected: bool,
@@ -143,14 +130,9 @@ impl CopySource {
             return Err(reader_failed(reader).await);
         }
         Ok(CopySource {
-            chunks,
+            feed: Feed::new(chunks, pace, progress, cancel),
             reader: Some(reader),
             version: Version::snapshot(snapshot.lsn),
-            pace,
-            progress: Some(progress),
-            started: Instant::now(),
-            rate: 0.0,
-            cancel,
             stream_desc: opened.stream_desc,
             projected: snapshot.projection.is_some(),
         })
@@ -165,9 +147,7 @@ impl CopySource {
     /// Waits for the reader to close the snapshot and gives back its
     /// session, and the base snapshot writer.
     pub async fn finish(mut self) -> Result<Finished> {
-        if let Some(progress) = self.progress.take() {
-            progress.finish();
-        }
+        self.feed.close();
         let reader = self
             .reader
             .take()
@@ -200,26 +180,6 @@ pub(super) fn hidden_columns(plan: &Plan, table: &SourceTable) -> Vec<String> {
             Some(table.columns[i].name.clone())
         })
         .collect()
-}
-
-/// Waits, when the copy has a rate cap, until `rows` rows read since
-/// `started` are within it.
-pub(super) async fn pace(
-    pace: Pace,
-    rows: u64,
-    started: Instant,
-    cancel: &CancellationToken,
-) -> Result<()> {
-    if let Some(cap) = pace.max_rows_per_second {
-        let wanted = Duration::from_secs_f64(rows as f64 / f64::from(cap));
-        if let Some(rest) = wanted.checked_sub(started.elapsed()) {
-            tokio::select! {
-                _ = cancel.cancelled() => return Err(Error::Interrupted),
-                _ = tokio::time::sleep(rest) => {}
-            }
-        }
-    }
-    Ok(())
 }
 
 /// `plan`'s source table with the names its columns have now (by attribute
@@ -269,13 +229,7 @@ async fn read_chunks(
     table: oneshot::Receiver<(SourceTable, Vec<String>, Option<Projection>)>,
     chunks: mpsc::Sender<Result<Started>>,
 ) -> Result<Finished> {
-    let tx = client
-        .build_transaction()
-        .isolation_level(IsolationLevel::RepeatableRead)
-        .read_only(true)
-        .start()
-        .await
-        .map_err(|e| Error::source_query("opening the snapshot transaction", e))?;
+    let tx = super::read_only_transaction(&mut client, "the snapshot transaction").await?;
     let setup = async {
         tx.batch_execute(&format!(
             "SET TRANSACTION SNAPSHOT {}",
@@ -424,47 +378,30 @@ async fn read_chunks(
 
 impl HistorySource for CopySource {
     async fn next(&mut self) -> Result<Option<Batch>> {
-        if self.cancel.is_cancelled() {
-            return Err(Error::Interrupted);
-        }
-        self.started = Instant::now();
-        let Some(chunk) = self.chunks.recv().await else {
+        let Some(chunk) = self.feed.next().await? else {
             return Ok(None);
         };
-        let Started {
+        let cursor = Cursor::Copied {
+            last_key: Vec::new(),
+            rows: 0,
+            rate: self.feed.rate,
+        };
+        let (rows, projected) = (chunk.rows, chunk.projected);
+        let version = (self.version, None);
+        Ok(Some(chunk_batch(
             rows,
-            after,
             projected,
-        } = chunk?;
-        Ok(Some(Batch {
-            writes: Writes::Chunk {
-                rows,
-                projected,
-                version: self.version,
-                snapshot: None,
-                after,
-            },
-            truncate: None,
-            truncate_xid: None,
-            changes: 0,
-            // Completed from what the chunk read once it is stored.
-            cursor: Some(Cursor::Copied {
-                last_key: Vec::new(),
-                rows: 0,
-                rate: self.rate,
-            }),
-        }))
+            version,
+            chunk.after,
+            cursor,
+        )))
     }
 
     async fn stored(&mut self, cursor: &Cursor) -> Result<()> {
-        let Cursor::Copied { rows, .. } = cursor else {
-            return Ok(());
-        };
-        let rows = u64::try_from(*rows).unwrap_or(0);
-        if let Some(progress) = self.progress.as_mut() {
-            self.rate = progress.advance(rows);
+        match cursor {
+            Cursor::Copied { rows, .. } => self.feed.stored(*rows).await,
+            _ => Ok(()),
         }
-        pace(self.pace, rows, self.started, &self.cancel).await
     }
 
     fn confirms_upstream(&self) -> bool {

@@ -14,6 +14,7 @@ pub mod absent;
 pub mod chunked;
 pub mod copy;
 pub mod evaluate;
+mod feed;
 pub mod letters;
 pub mod live;
 pub mod replay;
@@ -73,4 +74,19 @@ pub async fn copy_format(
     }
     tracing::info!(format = "binary", "copy format");
     Ok(CopyFormat::Binary)
+}
+
+/// Opens a read-only repeatable-read transaction on `client` (a source
+/// session), for a snapshot's reads; `what` it is for names it in errors.
+pub(super) async fn read_only_transaction<'c>(
+    client: &'c mut Client,
+    what: &str,
+) -> Result<tokio_postgres::Transaction<'c>> {
+    client
+        .build_transaction()
+        .isolation_level(tokio_postgres::IsolationLevel::RepeatableRead)
+        .read_only(true)
+        .start()
+        .await
+        .map_err(|e| Error::source_query(format!("opening {what}"), e))
 }
