@@ -433,12 +433,7 @@ fn a_scoped_refresh_killed_mid_copy_resumes_after_its_last_stored_key() {
         .ok(&["request", "orders_summary", "--where", "id <= 3000"])
         .trim()
         .to_string();
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    while !first.log().contains("failpoint refresh.batch reached") {
-        assert!(std::time::Instant::now() < deadline, "{}", first.log());
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    first.kill9();
+    killed_at_failpoint(&mut first, "refresh.batch");
     let progress = |what: &str| {
         db.value(&format!(
             "SELECT {what} FROM walfill.requests WHERE id = {id}"
@@ -535,12 +530,7 @@ fn a_scoped_refresh_killed_mid_tombstones_goes_on_after_its_last_key() {
         .ok(&["request", "orders_summary", "--where", "id <= 500"])
         .trim()
         .to_string();
-    let deadline = std::time::Instant::now() + Duration::from_secs(60);
-    while !first.log().contains("failpoint refresh.batch reached") {
-        assert!(std::time::Instant::now() < deadline, "{}", first.log());
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    first.kill9();
+    killed_at_failpoint(&mut first, "refresh.batch");
     let made: i64 = db
         .value(&format!(
             "SELECT tombstoned_keys FROM walfill.requests WHERE id = {id}"
@@ -588,4 +578,16 @@ fn a_scoped_refresh_killed_mid_tombstones_goes_on_after_its_last_key() {
         &[&second],
     );
     second.stop(Duration::from_secs(30));
+}
+
+/// Waits (up to a minute) for `service` to reach failpoint `name`, then
+/// kills it as `kill -9` would.
+fn killed_at_failpoint(service: &mut Service, name: &str) {
+    let reached = format!("failpoint {name} reached");
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while !service.log().contains(&reached) {
+        assert!(std::time::Instant::now() < deadline, "{}", service.log());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    service.kill9();
 }

@@ -33,9 +33,13 @@ pub(super) async fn store(
     let (target, version) = (&plan.def.target, &plan.def.version);
     let context = "applying dead letters again";
     if !dropped.is_empty() {
-        let keys =
-            serde_json::Value::from(dropped.iter().map(|l| l.key.clone()).collect::<Vec<_>>());
-        dest.execute(sql.forget.as_str(), &[target, version, &keys])
+        // As read: a newer letter of the key, set aside meanwhile, stays.
+        let read: Vec<serde_json::Value> = dropped
+            .iter()
+            .map(|l| serde_json::json!({ "key": l.key, "lsn": l.lsn.to_string(), "seq": l.seq }))
+            .collect();
+        let read = serde_json::Value::Array(read);
+        dest.execute(sql.forget.as_str(), &[target, version, &read])
             .await
             .map_err(|e| Error::destination(context, e))?;
     }

@@ -58,8 +58,9 @@ pub struct DeadLetterSql {
     /// Removes the dead letters of the work table's upserts (applied
     /// again, at the same version). Parameters: `$1` target, `$2` version.
     pub forget_retried: String,
-    /// Removes dead letters by key: `$1` target, `$2` version, `$3` a JSON
-    /// array of keys (each an array of text).
+    /// Removes dead letters as they were read (a newer letter of the same
+    /// key, set aside meanwhile, stays): `$1` target, `$2` version, `$3` a
+    /// JSON array of `{key, lsn, seq}`.
     pub forget: String,
 }
 
@@ -187,10 +188,10 @@ impl Plan {
                    AND d.key = {key_text} \
                    AND (d.lsn, d.seq) = (m._walfill_lsn, m._walfill_seq)"
             ),
-            forget: "DELETE FROM walfill.dead_letters \
-                      WHERE target = $1 AND version = $2 \
-                        AND key IN (SELECT ARRAY(SELECT jsonb_array_elements_text(k)) \
-                                      FROM jsonb_array_elements($3::jsonb) AS k)"
+            forget: "DELETE FROM walfill.dead_letters AS d \
+                      USING jsonb_to_recordset($3::jsonb) AS f(key text[], lsn pg_lsn, seq integer) \
+                      WHERE d.target = $1 AND d.version = $2 \
+                        AND (d.key, d.lsn, d.seq) = (f.key, f.lsn, f.seq)"
                 .into(),
         }
     }
